@@ -1,0 +1,134 @@
+"""The exception tree.
+
+Every error mirrorlib raises on purpose derives from :class:`MirrorError`, so a caller can catch the
+whole family with one ``except``. Messages name the culprit: the config key and cluster alias, the
+topic-partition, the record, or the cluster that failed.
+
+```
+MirrorError
+├── ConfigError          invalid or unsupported configuration (names key, alias and value)
+├── CodecError           bytes that are not a valid checkpoint / heartbeat / offset sync
+└── ClusterError         a Kafka cluster could not be reached or refused a request
+    └── TestClusterError a local test cluster (mirrorlib.testing) failed to start or stop
+```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClusterError",
+    "CodecError",
+    "ConfigError",
+    "MirrorError",
+    "TestClusterError",
+]
+
+
+class MirrorError(Exception):
+    """Root of every error mirrorlib raises on purpose."""
+
+
+class ConfigError(MirrorError, ValueError):
+    """Invalid or unsupported configuration.
+
+    ``key`` is the offending configuration key as written by the user (with its ``alias.`` or
+    ``A->B.`` prefix), ``alias`` the cluster or flow it applies to, ``value`` the offending value.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        alias: str | None = None,
+        value: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.alias = alias
+        self.value = value
+
+
+class CodecError(MirrorError, ValueError):
+    """Bytes that do not decode as the expected MM2 internal record."""
+
+
+class ClusterError(MirrorError):
+    """A Kafka cluster could not be reached, or refused a request."""
+
+
+class TestClusterError(ClusterError):
+    """A local test cluster from :mod:`mirrorlib.testing` failed to start, stop or resolve jars."""
+
+    __test__ = False  # not a pytest test class
+
+
+# -- Kafka request errors (mirrorlib.kafka) -------------------------------------------------------
+
+
+class KafkaRequestError(ClusterError):
+    """A request to a Kafka cluster failed.
+
+    ``cluster`` is the alias of the cluster, ``resource`` the topic (or other resource) the
+    request was about, ``code`` Kafka's error name (e.g. ``"TOPIC_AUTHORIZATION_FAILED"``) and
+    ``retriable`` whether Kafka says retrying may help.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cluster: str | None = None,
+        resource: str | None = None,
+        code: str | None = None,
+        retriable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.cluster = cluster
+        self.resource = resource
+        self.code = code
+        self.retriable = retriable
+
+
+class ClusterTimeoutError(KafkaRequestError):
+    """A Kafka request did not complete within its timeout."""
+
+
+class AuthorizationError(KafkaRequestError):
+    """The cluster refused a request for lack of permission (an ACL is missing)."""
+
+
+class TopicAuthorizationError(AuthorizationError):
+    """Not authorized on a topic (Kafka's ``TOPIC_AUTHORIZATION_FAILED``)."""
+
+
+class ClusterAuthorizationError(AuthorizationError):
+    """Not authorized on the cluster resource (Kafka's ``CLUSTER_AUTHORIZATION_FAILED``)."""
+
+
+class SecurityDisabledError(KafkaRequestError):
+    """The cluster has no authorizer, so it has no ACLs (Kafka's ``SECURITY_DISABLED``)."""
+
+
+class UnsupportedVersionError(KafkaRequestError):
+    """The cluster does not support a needed API (e.g. ``IncrementalAlterConfigs``)."""
+
+
+class PlanApplyError(ClusterError):
+    """Some steps of a plan failed; ``result`` tells which (and which succeeded)."""
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+__all__ += [
+    "AuthorizationError",
+    "ClusterAuthorizationError",
+    "ClusterTimeoutError",
+    "KafkaRequestError",
+    "PlanApplyError",
+    "SecurityDisabledError",
+    "TopicAuthorizationError",
+    "UnsupportedVersionError",
+]

@@ -1,0 +1,60 @@
+"""A real Apache Kafka test bed: local single-node KRaft clusters from Maven Central jars.
+
+``mirrorlib.testing`` resolves the Kafka jars of a pinned release (:data:`KAFKA_VERSION`) from
+Maven Central into a per-user cache, starts independent single-node clusters (combined broker
+and controller) on free 127.0.0.1 ports, waits for real readiness and stops them cleanly. It is
+what mirrorlib's own integration tests run on, and a pytest plugin (``mirrorlib.testing.
+pytest_plugin``, registered automatically) exposes it as fixtures. See ``docs/testing.md``.
+
+    from mirrorlib.testing import start_clusters
+
+    with start_clusters(2) as (a, b):
+        a.create_topic("orders")
+        a.produce("orders", [b"hello"])
+        assert "orders" not in b.topic_names()
+"""
+
+from __future__ import annotations
+
+from mirrorlib.errors import TestClusterError
+from mirrorlib.testing.cluster import (
+    BaseCluster,
+    ClusterFactory,
+    ClusterSet,
+    ExternalCluster,
+    KafkaCluster,
+    default_aliases,
+    start_clusters,
+)
+from mirrorlib.testing.config import ADMIN_PASSWORD, ADMIN_USER, JvmOptions
+from mirrorlib.testing.external import external_clusters_from_env, parse_external_clusters
+from mirrorlib.testing.jars import (
+    KAFKA_VERSION,
+    cache_dir,
+    java_executable,
+    kafka_classpath,
+    kafka_lib_dir,
+    resolve_kafka_jars,
+)
+
+__all__ = [
+    "ADMIN_PASSWORD",
+    "ADMIN_USER",
+    "KAFKA_VERSION",
+    "BaseCluster",
+    "ClusterFactory",
+    "ClusterSet",
+    "ExternalCluster",
+    "JvmOptions",
+    "KafkaCluster",
+    "TestClusterError",
+    "cache_dir",
+    "default_aliases",
+    "external_clusters_from_env",
+    "java_executable",
+    "kafka_classpath",
+    "kafka_lib_dir",
+    "parse_external_clusters",
+    "resolve_kafka_jars",
+    "start_clusters",
+]

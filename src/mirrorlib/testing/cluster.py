@@ -1,0 +1,892 @@
+"""Real single-node KRaft Kafka clusters in local JVM processes, and handles on external ones."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, overload
+
+from mirrorlib.errors import TestClusterError
+from mirrorlib.testing import config as _cfg
+from mirrorlib.testing.config import ADMIN_PASSWORD, ADMIN_USER, JvmOptions
+from mirrorlib.testing.jars import KAFKA_VERSION, java_executable, kafka_classpath
+
+__all__ = [
+    "BaseCluster",
+    "ClusterFactory",
+    "ClusterSet",
+    "ExternalCluster",
+    "KafkaCluster",
+    "default_aliases",
+    "start_clusters",
+]
+
+STARTED_MESSAGE = "Kafka Server started"
+_QUIET = {"log_level": "0"}  # librdkafka: no connection-refused noise while probing
+
+
+def _rdkafka(conf: Mapping[str, str]) -> dict[str, str | int | float | bool]:
+    return dict(conf)
+
+
+def default_aliases(n: int) -> tuple[str, ...]:
+    """``("A", "B", ...)`` for ``n`` clusters (``A``..``Z``, then ``C26``, ``C27``...)."""
+    if n < 1:
+        raise TestClusterError(f"need at least one cluster, got {n}")
+    return tuple(chr(ord("A") + i) if i < 26 else f"C{i}" for i in range(n))
+
+
+def _aliases(n_or_aliases: int | Iterable[str]) -> tuple[str, ...]:
+    if isinstance(n_or_aliases, int):
+        return default_aliases(n_or_aliases)
+    aliases = tuple(n_or_aliases)
+    if not aliases:
+        raise TestClusterError("need at least one cluster alias")
+    if len(set(aliases)) != len(aliases):
+        raise TestClusterError(f"duplicate cluster aliases: {aliases}")
+    return aliases
+
+
+class BaseCluster:
+    """What a test needs from a cluster, whether mirrorlib started it or not.
+
+    Client configuration helpers return fresh dicts; the ``admin_client`` / ``produce`` /
+    ``consume`` helpers are small conveniences for tests, with timeouts.
+    """
+
+    __test__ = False
+    #: ``True`` for clusters this process started (they can be restarted and killed).
+    managed: bool = False
+
+    def __init__(self, alias: str, *, acl: bool = False, users: Mapping[str, str] | None = None):
+        self.alias = alias
+        self.acl = acl
+        self.users: dict[str, str] = dict(users or {})
+
+    @property
+    def bootstrap_servers(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.alias} {self.bootstrap_servers}>"
+
+    # -- client configuration -------------------------------------------------------------
+
+    def _credentials(self, user: str | None) -> tuple[str, str]:
+        name = user or ADMIN_USER
+        if name == ADMIN_USER:
+            return name, ADMIN_PASSWORD
+        try:
+            return name, self.users[name]
+        except KeyError:
+            raise TestClusterError(
+                f"cluster {self.alias} has no user {name!r} (known: "
+                f"{', '.join([ADMIN_USER, *self.users])})"
+            ) from None
+
+    def client_config(
+        self, user: str | None = None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """librdkafka (confluent_kafka) settings to reach this cluster.
+
+        On ACL clusters this includes the SASL_PLAINTEXT/PLAIN settings of ``user`` (default: the
+        ``admin`` super user). ``extra`` is merged last.
+        """
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        if self.acl:
+            name, password = self._credentials(user)
+            conf.update(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": name,
+                    "sasl.password": password,
+                }
+            )
+        elif user is not None:
+            raise TestClusterError(
+                f"cluster {self.alias} has no users (it was started without acl)"
+            )
+        conf.update(extra or {})
+        return conf
+
+    def admin_client_config(
+        self, user: str | None = None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """Like :meth:`client_config`, for an ``AdminClient`` (short socket/request timeouts)."""
+        conf = self.client_config(user)
+        conf.setdefault("socket.timeout.ms", "10000")
+        conf.update(extra or {})
+        return conf
+
+    def java_client_config(self, user: str | None = None) -> dict[str, str]:
+        """Java client settings (e.g. for MirrorMaker 2 ``<alias>.`` properties)."""
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        if self.acl:
+            name, password = self._credentials(user)
+            conf.update(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.jaas.config": _cfg.jaas_config(name, password),
+                }
+            )
+        return conf
+
+    # -- small client helpers -------------------------------------------------------------
+
+    def admin_client(self, user: str | None = None) -> Any:
+        """A ``confluent_kafka.admin.AdminClient`` for ``user`` (default: super user)."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(_rdkafka(self.admin_client_config(user, {"log_level": "3"})))
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        config: Mapping[str, str] | None = None,
+        user: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Create a topic (replication factor 1) and wait until its metadata is visible."""
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = self.admin_client(user)
+        topic = NewTopic(
+            name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
+        )
+        futures = admin.create_topics([topic], request_timeout=timeout, operation_timeout=timeout)
+        futures[name].result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while name not in self.topic_names(user=user, timeout=timeout):
+            if time.monotonic() > deadline:
+                raise TestClusterError(f"topic {name} not visible on {self.alias} after {timeout}s")
+            time.sleep(0.1)
+
+    def topic_names(self, *, user: str | None = None, timeout: float = 30.0) -> set[str]:
+        """Names of the topics visible to ``user`` (including internal ones)."""
+        metadata = self.admin_client(user).list_topics(timeout=timeout)
+        return set(metadata.topics)
+
+    def produce(
+        self,
+        topic: str,
+        values: Iterable[bytes | str],
+        *,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        user: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Produce ``values`` (``acks=all``) and flush; raises on any delivery error."""
+        from confluent_kafka import KafkaException, Producer
+
+        producer = Producer(
+            self.client_config(
+                user, {"acks": "all", "message.timeout.ms": str(int(timeout * 1000)), **_QUIET}
+            )
+        )
+        errors: list[str] = []
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for value in values:
+            kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
+            if partition is not None:
+                kwargs["partition"] = partition
+            try:
+                producer.produce(topic, **kwargs)
+            except BufferError:
+                producer.poll(0.5)
+                producer.produce(topic, **kwargs)
+            except KafkaException as exc:
+                raise TestClusterError(f"produce to {topic} on {self.alias} failed: {exc}") from exc
+        remaining = producer.flush(timeout)
+        if remaining or errors:
+            raise TestClusterError(
+                f"produce to {topic} on {self.alias} failed: "
+                f"{remaining} undelivered, errors: {errors[:3]}"
+            )
+
+    def consume(
+        self,
+        topic: str,
+        count: int,
+        *,
+        user: str | None = None,
+        group: str | None = None,
+        timeout: float = 30.0,
+    ) -> list[Any]:
+        """Read ``count`` messages of ``topic`` from the beginning (all partitions).
+
+        Without ``group`` the partitions are assigned directly (no group join, no commits);
+        with ``group`` the consumer subscribes as a member of that group (and needs the group
+        ACLs on ACL clusters), still without committing. Returns ``confluent_kafka.Message``
+        objects; raises :class:`TestClusterError` if fewer arrive within ``timeout`` or on an
+        error (e.g. an authorization failure).
+        """
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+        consumer = Consumer(
+            self.client_config(
+                user,
+                {
+                    "group.id": group or f"__mirrorlib_reader_{uuid.uuid4().hex[:8]}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": "false",
+                    "enable.partition.eof": "false",
+                    **_QUIET,
+                },
+            )
+        )
+        messages: list[Any] = []
+        deadline = time.monotonic() + timeout
+        try:
+            if group is None:
+                metadata = consumer.list_topics(topic, timeout=timeout)
+                info = metadata.topics.get(topic)
+                if info is None or info.error is not None:
+                    reason = info.error if info is not None else "unknown topic"
+                    raise TestClusterError(f"cannot read {topic} on {self.alias}: {reason}")
+                consumer.assign(
+                    [TopicPartition(topic, p, -2) for p in sorted(info.partitions)]  # beginning
+                )
+            else:
+                consumer.subscribe([topic])
+            while len(messages) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TestClusterError(
+                        f"consumed {len(messages)} of {count} messages from {topic} on "
+                        f"{self.alias} within {timeout}s"
+                    )
+                msg = consumer.poll(min(left, 1.0))
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.retriable() or (
+                        group is None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+                    ):
+                        continue
+                    raise TestClusterError(f"consume from {topic} on {self.alias} failed: {err}")
+                messages.append(msg)
+        except KafkaException as exc:
+            raise TestClusterError(f"consume from {topic} on {self.alias} failed: {exc}") from exc
+        finally:
+            consumer.close()
+        return messages
+
+    # -- lifecycle (no-ops or errors for clusters not started here) -----------------------
+
+    def start(self, timeout: float | None = None) -> Self:
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        return None
+
+    def restart(self, timeout: float | None = None) -> Self:
+        raise TestClusterError(f"cluster {self.alias} was not started by mirrorlib; cannot restart")
+
+    def kill(self) -> None:
+        raise TestClusterError(f"cluster {self.alias} was not started by mirrorlib; cannot kill")
+
+    def log_tail(self, lines: int = 50) -> str:
+        return ""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ExternalCluster(BaseCluster):
+    """A cluster someone else runs (``MIRRORLIB_TEST_CLUSTERS``); cannot be restarted or killed.
+
+    ``client_extra`` is merged into every :meth:`client_config` (e.g. security settings).
+    """
+
+    def __init__(
+        self, alias: str, bootstrap_servers: str, client_extra: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(alias)
+        self._bootstrap = bootstrap_servers
+        self.client_extra = dict(client_extra or {})
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    def client_config(
+        self, user: str | None = None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        if user is not None:
+            raise TestClusterError(f"external cluster {self.alias} has no mirrorlib users")
+        return {"bootstrap.servers": self._bootstrap, **self.client_extra, **(extra or {})}
+
+    def java_client_config(self, user: str | None = None) -> dict[str, str]:
+        return self.client_config(user)
+
+
+_live: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_leftovers() -> None:  # pragma: no cover - interpreter shutdown
+    for cluster in list(_live):
+        with contextlib.suppress(Exception):
+            cluster.stop(timeout=10.0)
+
+
+class KafkaCluster(BaseCluster):
+    """One single-node KRaft Kafka cluster (combined broker+controller) in its own JVM.
+
+    Ports (client and controller, on 127.0.0.1) are chosen at construction and kept across
+    :meth:`restart`; so are the cluster id and the data. Everything lives under ``work_dir``:
+    ``server.properties``, ``log4j2.properties``, ``data/`` and ``broker.log`` (the JVM's
+    stdout/stderr, including the storage format step).
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. Processes still running at
+    interpreter exit are stopped.
+    """
+
+    managed = True
+
+    def __init__(
+        self,
+        alias: str,
+        work_dir: str | os.PathLike[str],
+        *,
+        acl: bool = False,
+        users: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        jvm: JvmOptions | None = None,
+        kafka_version: str = KAFKA_VERSION,
+        startup_timeout: float = 120.0,
+        ready_probe: bool = True,
+    ) -> None:
+        super().__init__(alias, acl=acl, users=users)
+        self.work_dir = Path(work_dir)
+        self.overrides: dict[str, str] = dict(overrides or {})
+        self.jvm = jvm if jvm is not None else JvmOptions.from_env()
+        self.kafka_version = kafka_version
+        self.startup_timeout = startup_timeout
+        self.ready_probe = ready_probe
+        self.cluster_id = _cfg.new_cluster_id()
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._formatted = False
+        self._started_once = False
+        #: Seconds the last successful :meth:`start` took (format + broker + readiness).
+        self.last_startup_seconds: float | None = None
+        self._allocate_ports()
+        # validate early (e.g. users without acl) - raises TestClusterError
+        self.server_properties()
+
+    def _allocate_ports(self) -> None:
+        self.port = _cfg.free_port()
+        self.controller_port = _cfg.free_port()
+
+    # -- paths and config -----------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{_cfg.HOST}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.work_dir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        """The broker's log file (stdout+stderr of the format step and of the broker JVM)."""
+        return self.work_dir / "broker.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.work_dir / "server.properties"
+
+    def server_properties(self) -> dict[str, str]:
+        """The broker configuration this cluster runs with."""
+        return _cfg.broker_properties(
+            client_port=self.port,
+            controller_port=self.controller_port,
+            log_dir=str(self.data_dir),
+            acl=self.acl,
+            users=self.users,
+            overrides=self.overrides,
+        )
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the broker JVM while it runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    @property
+    def is_running(self) -> bool:
+        return self.pid is not None
+
+    def log_tail(self, lines: int = 50) -> str:
+        """The last ``lines`` lines of :attr:`log_path` ("" if there is none yet)."""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - 256 * 1024))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _fail(self, message: str, lines: int = 40) -> TestClusterError:
+        tail = self.log_tail(lines)
+        return TestClusterError(
+            f"Kafka cluster {self.alias} ({self.bootstrap_servers}): {message}\n"
+            f"work dir: {self.work_dir}\n--- last {lines} lines of {self.log_path} ---\n{tail}"
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _write_files(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text(
+            _cfg.render_properties(self.server_properties()), encoding="utf-8"
+        )
+        (self.work_dir / "log4j2.properties").write_text(_cfg.LOG4J2_PROPERTIES, encoding="utf-8")
+
+    def _log(self, line: str) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(f"[mirrorlib.testing {time.strftime('%H:%M:%S')}] {line}\n")
+
+    def _format(self, java: str, classpath: str, deadline: float) -> None:
+        cmd = [
+            java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+            f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+            "-cp", classpath, "kafka.tools.StorageTool", "format",
+            "--config", str(self.properties_path),
+            "--cluster-id", self.cluster_id, "--ignore-formatted",
+        ]  # fmt: skip
+        self._log("formatting storage: " + " ".join(cmd[-7:]))
+        try:
+            with self.log_path.open("ab") as out:
+                proc = subprocess.run(
+                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    timeout=max(1.0, deadline - time.monotonic()), check=False,
+                )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise self._fail("storage format timed out") from None
+        if proc.returncode != 0:
+            raise self._fail(f"storage format failed (StorageTool exit {proc.returncode})")
+        self._formatted = True
+
+    def _launch(self, java: str, classpath: str) -> None:
+        cmd = [
+            java, *self.jvm.args(),
+            f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.work_dir / 'logs'}",
+            "-cp", classpath, "kafka.Kafka", str(self.properties_path),
+        ]  # fmt: skip
+        self._log("starting broker: " + " ".join(cmd))
+        self._log_offset = self.log_path.stat().st_size
+        with self.log_path.open("ab") as out:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+            )  # fmt: skip
+        _live.add(self)
+
+    def _log_since_launch(self) -> str:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self._log_offset)
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _wait_ready(self, deadline: float) -> None:
+        proc = self._proc
+        assert proc is not None
+        launched = time.monotonic()
+        while STARTED_MESSAGE not in self._log_since_launch():
+            if proc.poll() is not None:
+                raise self._fail(f"broker exited with code {proc.returncode} during startup")
+            if time.monotonic() > deadline:
+                raise self._fail(f"no {STARTED_MESSAGE!r} log line in time")
+            time.sleep(0.1)
+        started = time.monotonic()
+        self._wait_describe_cluster(deadline)
+        described = time.monotonic()
+        if self.ready_probe:
+            self._probe(deadline)
+        self._log(
+            f"startup phases: log line {started - launched:.1f}s, describe_cluster "
+            f"{described - started:.1f}s, probe {time.monotonic() - described:.1f}s"
+        )
+
+    def _wait_describe_cluster(self, deadline: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(_rdkafka(self.admin_client_config(extra=_QUIET)))
+        last: object = None
+        while True:
+            if self._proc is None or self._proc.poll() is not None:
+                raise self._fail("broker exited during startup")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail(f"describe_cluster never succeeded (last error: {last})")
+            try:
+                result = admin.describe_cluster(request_timeout=min(5.0, left)).result(
+                    timeout=min(6.0, left)
+                )
+                if len(result.nodes) >= 1:
+                    return
+            except Exception as exc:
+                last = exc
+            time.sleep(0.1)
+
+    def _probe(self, deadline: float) -> None:
+        """Create a throw-away topic, produce one record, read it back, delete the topic."""
+        topic = f"__mirrorlib_probe_{uuid.uuid4().hex[:10]}"
+        group = "__mirrorlib_probe"
+        timeout = max(1.0, deadline - time.monotonic())
+        try:
+            admin = self.admin_client()
+            # FindCoordinator creates __consumer_offsets; start it now, do not wait for it
+            admin.describe_consumer_groups([group], request_timeout=timeout)
+            self.create_topic(topic, timeout=timeout)
+            self.produce(topic, [b"probe"], timeout=timeout)
+            self.consume(topic, 1, timeout=timeout)
+            admin.delete_topics([topic], operation_timeout=timeout)[topic].result(timeout=timeout)
+        except Exception as exc:
+            raise self._fail(f"produce/consume readiness probe failed: {exc}") from exc
+
+    def start(self, timeout: float | None = None) -> Self:
+        """Format storage (first time only), start the broker and wait until it is ready.
+
+        Ready means: the ``Kafka Server started`` log line, a successful ``describe_cluster``
+        and (``ready_probe``) a produce+consume round trip. On failure the broker is killed and
+        :class:`TestClusterError` carries the tail of its log. No-op if already running.
+        """
+        with self._lock:
+            if self.is_running:
+                return self
+            deadline = time.monotonic() + (timeout or self.startup_timeout)
+            java = java_executable()
+            classpath = kafka_classpath(self.kafka_version)
+            attempts = 1 if self._started_once else 3
+            for attempt in range(1, attempts + 1):
+                self._write_files()
+                t0 = time.monotonic()
+                try:
+                    if not self._formatted:
+                        self._format(java, classpath, deadline)
+                    t1 = time.monotonic()
+                    self._launch(java, classpath)
+                    self._wait_ready(deadline)
+                except TestClusterError:
+                    self._terminate(force=True)
+                    if attempt < attempts and "Address already in use" in self.log_tail(200):
+                        # a port was taken between probing and binding: fresh ports, fresh data
+                        self._log("port taken by another process; retrying on new ports")
+                        shutil.rmtree(self.data_dir, ignore_errors=True)
+                        self._formatted = False
+                        self._allocate_ports()
+                        continue
+                    raise
+                except BaseException:
+                    self._terminate(force=True)
+                    raise
+                break
+            self._started_once = True
+            t2 = time.monotonic()
+            self.last_startup_seconds = t2 - t0
+            self._log(
+                f"broker ready on {self.bootstrap_servers} in {t2 - t0:.1f}s "
+                f"(format {t1 - t0:.1f}s, broker {t2 - t1:.1f}s)"
+            )
+            return self
+
+    def _terminate(self, *, force: bool, timeout: float = 30.0) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            if not force:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self._log(f"broker did not stop within {timeout}s of SIGTERM; SIGKILL")
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        self._proc = None
+        _live.discard(self)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Controlled shutdown: SIGTERM, wait up to ``timeout`` s, then SIGKILL. Idempotent."""
+        with self._lock:
+            if self._proc is not None:
+                self._log("stopping broker (SIGTERM)")
+            self._terminate(force=False, timeout=timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash: no controlled shutdown). :meth:`start` recovers it."""
+        with self._lock:
+            if self._proc is not None:
+                self._log("killing broker (SIGKILL)")
+            self._terminate(force=True)
+
+    def restart(self, timeout: float | None = None) -> Self:
+        """Stop (if running) and start again: same ports, cluster id and data."""
+        with self._lock:
+            self.stop()
+            return self.start(timeout)
+
+
+class ClusterSet(Sequence[BaseCluster]):
+    """An ordered group of clusters, indexable by position or alias; stops them all on exit."""
+
+    def __init__(self, clusters: Iterable[BaseCluster]) -> None:
+        self._clusters = tuple(clusters)
+
+    @overload
+    def __getitem__(self, key: int | str) -> BaseCluster: ...
+    @overload
+    def __getitem__(self, key: slice) -> Sequence[BaseCluster]: ...
+    def __getitem__(self, key: int | str | slice) -> BaseCluster | Sequence[BaseCluster]:
+        if isinstance(key, str):
+            for cluster in self._clusters:
+                if cluster.alias == key:
+                    return cluster
+            raise KeyError(key)
+        return self._clusters[key]
+
+    def __len__(self) -> int:
+        return len(self._clusters)
+
+    def __iter__(self) -> Iterator[BaseCluster]:
+        return iter(self._clusters)
+
+    def __repr__(self) -> str:
+        return f"ClusterSet({list(self._clusters)!r})"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(c.alias for c in self._clusters)
+
+    def stop(self) -> None:
+        """Stop every cluster (in parallel)."""
+        _parallel([c.stop for c in self._clusters])
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _parallel(calls: Sequence[Any]) -> list[BaseException]:
+    """Run the zero-argument ``calls`` in threads; return the exceptions raised (in order)."""
+    if not calls:
+        return []
+    errors: list[BaseException] = []
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="mirrorlib-kafka") as pool:
+        futures = [pool.submit(call) for call in calls]
+        for future in futures:
+            exc = future.exception()
+            if exc is not None:
+                errors.append(exc)
+    return errors
+
+
+class ClusterFactory:
+    """Creates, starts (in parallel) and finally stops local :class:`KafkaCluster` instances.
+
+    Each cluster gets ``<work_dir>/<alias>-<n>/``. Without ``work_dir`` a temporary directory
+    is used and deleted by :meth:`close` (unless ``keep_work_dir`` or
+    ``MIRRORLIB_KEEP_WORK_DIR=1``, or a start failed: then the logs are kept for you).
+    """
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str] | None = None,
+        *,
+        kafka_version: str = KAFKA_VERSION,
+        jvm: JvmOptions | None = None,
+        startup_timeout: float = 120.0,
+        ready_probe: bool = True,
+        keep_work_dir: bool | None = None,
+    ) -> None:
+        self._owns_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="mirrorlib-"))
+        if keep_work_dir is None:
+            keep_work_dir = os.environ.get("MIRRORLIB_KEEP_WORK_DIR", "") not in {"", "0"}
+        self.keep_work_dir = keep_work_dir
+        self.kafka_version = kafka_version
+        self.jvm = jvm
+        self.startup_timeout = startup_timeout
+        self.ready_probe = ready_probe
+        self.clusters: list[KafkaCluster] = []
+        self._failed = False
+        self._counter = 0
+        self._lock = threading.Lock()
+
+    def create(
+        self,
+        n_or_aliases: int | Iterable[str] = 2,
+        *,
+        acl: bool = False,
+        users: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> list[KafkaCluster]:
+        """New, not yet started clusters (see :meth:`start` for the arguments)."""
+        aliases = _aliases(n_or_aliases)
+        unknown = set(cluster_overrides or {}) - set(aliases)
+        if unknown:
+            raise TestClusterError(f"cluster_overrides for unknown aliases: {sorted(unknown)}")
+        created = []
+        for alias in aliases:
+            with self._lock:
+                self._counter += 1
+                sub = self.work_dir / f"{alias}-{self._counter}"
+            props = {**(overrides or {}), **(cluster_overrides or {}).get(alias, {})}
+            cluster = KafkaCluster(
+                alias, sub, acl=acl, users=users, overrides=props, jvm=self.jvm,
+                kafka_version=self.kafka_version, startup_timeout=self.startup_timeout,
+                ready_probe=self.ready_probe,
+            )  # fmt: skip
+            created.append(cluster)
+        with self._lock:
+            self.clusters.extend(created)
+        return created
+
+    def start(
+        self,
+        n_or_aliases: int | Iterable[str] = 2,
+        *,
+        acl: bool = False,
+        users: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        timeout: float | None = None,
+    ) -> ClusterSet:
+        """Start independent clusters in parallel and wait until all are ready.
+
+        ``n_or_aliases``: a count (aliases ``A``, ``B``, ...) or the aliases themselves.
+        ``acl``/``users``: ACL-enforcing SASL clusters (see :func:`~mirrorlib.testing.config.
+        broker_properties`). ``overrides``: broker settings for every cluster;
+        ``cluster_overrides``: per alias, applied after ``overrides``. If any cluster fails to
+        start, all of them are stopped and the first error is raised.
+        """
+        clusters = self.create(
+            n_or_aliases, acl=acl, users=users, overrides=overrides,
+            cluster_overrides=cluster_overrides,
+        )  # fmt: skip
+        # resolve jars / check java once, before the threads race for the lock
+        java_executable()
+        kafka_classpath(self.kafka_version)
+        errors = _parallel([lambda c=c: c.start(timeout) for c in clusters])
+        if errors:
+            self._failed = True
+            _parallel([c.kill for c in clusters])
+            first = errors[0]
+            if len(errors) > 1:
+                first.add_note(f"{len(errors) - 1} other cluster(s) failed to start as well")
+            raise first
+        return ClusterSet(clusters)
+
+    def stop_all(self) -> None:
+        """Stop every cluster this factory created (in parallel)."""
+        _parallel([c.stop for c in self.clusters])
+
+    def close(self) -> None:
+        """Stop everything; delete the temporary work dir unless it must be kept."""
+        self.stop_all()
+        if self._owns_dir and not self.keep_work_dir and not self._failed:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self._failed = True
+        self.close()
+
+
+class _FactoryClusterSet(ClusterSet):
+    def __init__(self, clusters: Iterable[BaseCluster], factory: ClusterFactory) -> None:
+        super().__init__(clusters)
+        self._factory = factory
+
+    def stop(self) -> None:
+        self._factory.close()
+
+
+def start_clusters(
+    n_or_aliases: int | Iterable[str] = 2,
+    *,
+    acl: bool = False,
+    users: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+    cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
+    jvm: JvmOptions | None = None,
+    timeout: float = 120.0,
+) -> ClusterSet:
+    """Start clusters in parallel; use the result as a context manager to stop them::
+
+        with start_clusters(2) as (a, b):
+            a.create_topic("t")
+
+    A temporary work dir is removed on stop unless ``work_dir`` is given (or a start failed).
+    """
+    factory = ClusterFactory(work_dir, jvm=jvm, startup_timeout=timeout)
+    try:
+        started = factory.start(
+            n_or_aliases, acl=acl, users=users, overrides=overrides,
+            cluster_overrides=cluster_overrides,
+        )  # fmt: skip
+    except BaseException:
+        factory.close()
+        raise
+    return _FactoryClusterSet(started, factory)

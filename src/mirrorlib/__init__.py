@@ -7,6 +7,7 @@ from mirrorlib.policy import (
     ReplicationPolicy,
 )
 from mirrorlib.records import Checkpoint, Heartbeat, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.translate import OffsetTranslator
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,7 @@ __all__ = [
     "MirrorError",
     "OffsetAndMetadata",
     "OffsetSync",
+    "OffsetTranslator",
     "ReplicationPolicy",
     "TopicPartition",
 ]

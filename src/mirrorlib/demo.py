@@ -20,7 +20,7 @@ def main() -> None:
         )
         remote = policy.format_remote_topic("A", "orders")
         print(f"topic 'orders' on A is replicated to B as {remote!r}")
-        records = [
+        records: list[tuple[str, Checkpoint | Heartbeat | OffsetSync]] = [
             (policy.heartbeats_topic(), Heartbeat("A", "B", int(time.time() * 1000))),
             (policy.checkpoints_topic("A"), Checkpoint("payments", remote, 0, 100, 95)),
             (policy.offset_syncs_topic("A"), OffsetSync("orders", 0, 100, 95)),
@@ -34,16 +34,18 @@ def main() -> None:
             {**b.client_config(), "group.id": "demo", "auto.offset.reset": "earliest"}
         )
         consumer.subscribe([t for t, _ in records])
-        decoders = {t: type(r) for t, r in records}
+        decoders: dict[str, type[Checkpoint | Heartbeat | OffsetSync]] = {
+            t: type(r) for t, r in records
+        }
         seen = 0
         deadline = time.monotonic() + 30
         while seen < len(records) and time.monotonic() < deadline:
             msg = consumer.poll(1.0)
             if msg is None or msg.error():
                 continue
-            decoded = decoders[msg.topic()].decode(msg.key(), msg.value())
+            decoded = decoders[str(msg.topic())].decode(msg.key(), msg.value())
             print(
-                f"  B/{msg.topic()}: {decoded}  (key {len(msg.key())} B, value {len(msg.value())} B)"
+                f"  B/{msg.topic()}: {decoded}  (key {len(msg.key() or b'')} B, value {len(msg.value() or b'')} B)"
             )
             seen += 1
         consumer.close()

@@ -1,5 +1,16 @@
-"""mirrorlib: Apache Kafka MirrorMaker 2, as an importable Python library."""
+"""mirrorlib: Apache Kafka MirrorMaker 2, as an importable Python library.
 
+The pure core (policies, records, offset translation, configuration) imports no Kafka client;
+the runtime names (:class:`Replicator`, :class:`MirrorClient`, :func:`translate_offsets`) are
+loaded on first use, so ``import mirrorlib.policy`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mirrorlib.config import FlowConfig, MirrorConfig
 from mirrorlib.errors import ClusterError, CodecError, ConfigError, MirrorError
 from mirrorlib.policy import (
     DefaultReplicationPolicy,
@@ -9,6 +20,9 @@ from mirrorlib.policy import (
 from mirrorlib.records import Checkpoint, Heartbeat, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.translate import OffsetTranslator
 
+if TYPE_CHECKING:
+    from mirrorlib.replicator import Replicator
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -17,12 +31,32 @@ __all__ = [
     "CodecError",
     "ConfigError",
     "DefaultReplicationPolicy",
+    "FlowConfig",
     "Heartbeat",
     "IdentityReplicationPolicy",
+    "MirrorConfig",
     "MirrorError",
     "OffsetAndMetadata",
     "OffsetSync",
     "OffsetTranslator",
     "ReplicationPolicy",
+    "Replicator",
     "TopicPartition",
 ]
+
+_LAZY = {
+    "Replicator": "mirrorlib.replicator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mirrorlib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

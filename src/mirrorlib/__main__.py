@@ -1,0 +1,7 @@
+"""``python -m mirrorlib`` runs the command line."""
+
+import sys
+
+from mirrorlib.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1100 @@
+"""The registry of MirrorMaker 2 configuration keys, and how their values are parsed.
+
+Every key MM2 4.3.1 reads from an ``mm2.properties`` file is described here by a :class:`KeySpec`:
+its name, type, default, *scope* (where in the file it may appear) and a one-line meaning, plus its
+*status* in mirrorlib — ``supported`` (same meaning as MM2), ``changed`` (accepted, with a
+difference worth reading), ``not applicable`` (an MM2 worker/Connect setting that has no role in
+mirrorlib: accepted and reported, never an error) or ``not supported`` (rejected when set to a
+value mirrorlib cannot honour).
+
+Scopes
+------
+``driver``
+    top level only (``clusters``, ``config.providers``).
+``flow``
+    a replication setting: top level (the default for every flow) or ``A->B.key`` (one flow).
+``cluster``
+    a client connection/security setting: top level, ``A.key`` (cluster ``A``) or
+    ``A.producer.key`` / ``A.consumer.key`` / ``A.admin.key`` (one client role of ``A``).
+``worker``
+    a setting of MM2's Connect worker, read from the *target* cluster's ``B.key``.
+
+Values are parsed like Kafka's ``ConfigDef``: surrounding whitespace is trimmed; booleans are
+``true``/``false`` in any case (anything else is an error, unlike Java's ``Boolean.parseBoolean``);
+integers are decimal with an optional sign and must fit the Java type; lists are split on commas
+with surrounding whitespace, may be empty, and may not contain empty or duplicate elements.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+
+from mirrorlib.errors import ConfigError
+
+__all__ = [
+    "CONFIG_PROPERTIES_EXCLUDE_DEFAULT",
+    "GROUPS_EXCLUDE_DEFAULT",
+    "KEYS",
+    "SECURITY_PROTOCOLS",
+    "TOPICS_EXCLUDE_DEFAULT",
+    "WORKER_TOP_LEVEL_PREFIXES",
+    "ConfigValue",
+    "KeySpec",
+    "KeyType",
+    "Scope",
+    "Status",
+    "inline_comment_hint",
+    "is_client_connection_key",
+    "is_sensitive",
+    "is_worker_key",
+    "key_spec",
+    "mask",
+    "parse_list",
+    "parse_value",
+    "render_markdown_table",
+]
+
+ConfigValue = bool | int | float | str | tuple[str, ...] | None
+"""A parsed configuration value: the Python type follows the key's :class:`KeyType`."""
+
+
+class KeyType(enum.Enum):
+    """The ``ConfigDef`` type of a key, which decides how its text is parsed."""
+
+    BOOLEAN = "boolean"
+    SHORT = "short"
+    INT = "int"
+    LONG = "long"
+    DOUBLE = "double"
+    STRING = "string"
+    PASSWORD = "password"
+    LIST = "list"
+    CLASS = "class"
+
+
+class Scope(enum.Enum):
+    """Where in an ``mm2.properties`` file a key is read (see the module docstring)."""
+
+    DRIVER = "driver"
+    FLOW = "flow"
+    CLUSTER = "cluster"
+    WORKER = "worker"
+
+
+class Status(enum.Enum):
+    """How mirrorlib treats a key, for the migration documentation."""
+
+    SUPPORTED = "supported"
+    CHANGED = "changed"
+    NOT_APPLICABLE = "not applicable"
+    NOT_SUPPORTED = "not supported"
+    EXTENSION = "mirrorlib only"
+
+
+@attrs.frozen
+class KeySpec:
+    """One MM2 configuration key.
+
+    ``default`` is the default as MM2 writes it in text (``None``: no default; for ``clusters``
+    the key is required). ``choices`` restricts the value (compared case-insensitively when
+    ``case_insensitive``); ``minimum`` bounds numbers. ``note`` explains a status other than
+    ``supported``.
+    """
+
+    name: str
+    type: KeyType
+    default: str | None
+    scope: Scope
+    doc: str
+    status: Status = Status.SUPPORTED
+    note: str = ""
+    choices: tuple[str, ...] = ()
+    case_insensitive: bool = False
+    minimum: int | None = None
+
+    @property
+    def parsed_default(self) -> ConfigValue:
+        """The default parsed to its Python type (``None`` when there is no default)."""
+        if self.default is None:
+            return None
+        return parse_value(self, self.default)
+
+
+_B = KeyType.BOOLEAN
+_S = KeyType.STRING
+_L = KeyType.LIST
+_LONG = KeyType.LONG
+_SHORT = KeyType.SHORT
+_INT = KeyType.INT
+_CLASS = KeyType.CLASS
+_PW = KeyType.PASSWORD
+
+_NA = Status.NOT_APPLICABLE
+_CH = Status.CHANGED
+_NS = Status.NOT_SUPPORTED
+
+_CONNECT_NA = "A Kafka Connect setting; mirrorlib does not run on Connect."
+_TRANSLATED = "Translated to librdkafka (see 'Client settings')."
+
+TOPICS_EXCLUDE_DEFAULT: Final = r"mm2.*\.internal, .*\.replica, __.*"
+GROUPS_EXCLUDE_DEFAULT: Final = "console-consumer-.*, connect-.*, __.*"
+CONFIG_PROPERTIES_EXCLUDE_DEFAULT: Final = (
+    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "
+    "message.timestamp.difference.max.ms, log.message.timestamp.before.max.ms, "
+    "log.message.timestamp.after.max.ms, message.timestamp.type, "
+    "unclean.leader.election.enable, min.insync.replicas"
+)
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _k(
+    name: str,
+    type_: KeyType,
+    default: str | None,
+    scope: Scope,
+    doc: str,
+    status: Status = Status.SUPPORTED,
+    note: str = "",
+    *,
+    choices: tuple[str, ...] = (),
+    ci: bool = False,
+    minimum: int | None = None,
+) -> KeySpec:
+    return KeySpec(name, type_, default, scope, doc, status, note, choices, ci, minimum)
+
+
+_D = Scope.DRIVER
+_F = Scope.FLOW
+_C = Scope.CLUSTER
+_W = Scope.WORKER
+
+_SPECS: Final[tuple[KeySpec, ...]] = (
+    # --- driver (MirrorMakerConfig) -------------------------------------------------------------
+    _k("clusters", _L, None, _D, "Aliases of the Kafka clusters, in order. Required."),
+    _k(
+        "config.providers",
+        _L,
+        "",
+        _D,
+        "Names of config providers resolving ${provider:path:key} variables.",
+        _CH,
+        "Only Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider; "
+        "a variable naming an unconfigured provider is an error (MM2 leaves it unresolved).",
+    ),
+    _k(
+        "dedicated.mode.enable.internal.rest",
+        _B,
+        "false",
+        _D,
+        "Start Connect's internal REST server (multi-node MM2, exactly-once).",
+        _NA,
+        "mirrorlib nodes need no REST server; multi-node and exactly-once work without it.",
+    ),
+    _k("listeners", _L, None, _D, "Connect REST listeners.", _NA, _CONNECT_NA),
+    _k("rest.advertised.host.name", _S, None, _D, "Connect REST host name.", _NA, _CONNECT_NA),
+    _k("rest.advertised.port", _INT, None, _D, "Connect REST port.", _NA, _CONNECT_NA),
+    _k("rest.advertised.listener", _S, None, _D, "Connect REST listener.", _NA, _CONNECT_NA),
+    # --- common connector keys (MirrorConnectorConfig, Connect's ConnectorConfig) ----------------
+    _k(
+        "enabled",
+        _B,
+        "false",
+        _F,
+        "Whether the flow replicates (A->B.enabled=true turns a flow on).",
+    ),
+    _k(
+        "source.cluster.alias",
+        _S,
+        None,
+        _F,
+        "Alias of the flow's source cluster.",
+        _CH,
+        "Always the flow's source alias; an override is ignored.",
+    ),
+    _k(
+        "target.cluster.alias",
+        _S,
+        "target",
+        _F,
+        "Alias of the flow's target cluster.",
+        _CH,
+        "Always the flow's target alias; an override is ignored.",
+    ),
+    _k("admin.timeout.ms", _LONG, "60000", _F, "Timeout of administrative requests."),
+    _k(
+        "replication.policy.class",
+        _CLASS,
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+        _F,
+        "How remote topics are named.",
+        _CH,
+        "MM2's two built-in policies by Java name, or a Python path 'pkg.module:Class' to a "
+        "mirrorlib.ReplicationPolicy subclass.",
+    ),
+    _k("replication.policy.separator", _S, ".", _F, "Separator in remote topic names."),
+    _k(
+        "replication.policy.internal.topic.separator.enabled",
+        _B,
+        "true",
+        _F,
+        "Use the separator in internal topic names too (KIP-949).",
+    ),
+    _k(
+        "forwarding.admin.class",
+        _CLASS,
+        "org.apache.kafka.clients.admin.ForwardingAdmin",
+        _F,
+        "Admin client wrapper for resource management.",
+        _NS,
+        "Only the default; a custom ForwardingAdmin is Java code.",
+    ),
+    _k(
+        "metric.reporters",
+        _L,
+        "org.apache.kafka.common.metrics.JmxReporter",
+        _F,
+        "Java metrics reporters.",
+        _NA,
+        "mirrorlib reports metrics through its own registry (Prometheus optional).",
+    ),
+    _k(
+        "topic.filter.class",
+        _CLASS,
+        "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        _F,
+        "Selects topics to replicate.",
+        _CH,
+        "The default, or a Python path to a class with from_config() and should_replicate_topic().",
+    ),
+    _k(
+        "offset-syncs.topic.location",
+        _S,
+        "source",
+        _F,
+        "Cluster (source/target) holding the offset-syncs topic.",
+        choices=("source", "target"),
+    ),
+    _k(
+        "emit.offset-syncs.enabled",
+        _B,
+        "true",
+        _F,
+        "Write offset syncs (needed for checkpoints and group offset sync).",
+    ),
+    _k(
+        "tasks.max",
+        _INT,
+        "1",
+        _F,
+        "Maximum parallelism of each connector of the flow.",
+        _CH,
+        "An upper bound on the flow's parallel workers.",
+        minimum=1,
+    ),
+    _k("tasks.max.enforce", _B, "true", _F, "Connect task-count enforcement.", _NA, _CONNECT_NA),
+    _k("name", _S, None, _F, "Connector name.", _NA, _CONNECT_NA),
+    _k("connector.class", _CLASS, None, _F, "Connector class.", _NA, _CONNECT_NA),
+    _k(
+        "key.converter",
+        _CLASS,
+        None,
+        _F,
+        "Record key converter.",
+        _NA,
+        "Keys, values and headers are always copied as bytes.",
+    ),
+    _k(
+        "value.converter",
+        _CLASS,
+        None,
+        _F,
+        "Record value converter.",
+        _NA,
+        "Keys, values and headers are always copied as bytes.",
+    ),
+    _k(
+        "header.converter",
+        _CLASS,
+        None,
+        _F,
+        "Record header converter.",
+        _NA,
+        "Keys, values and headers are always copied as bytes.",
+    ),
+    _k(
+        "transforms",
+        _L,
+        "",
+        _F,
+        "Single message transforms.",
+        _NS,
+        "Records are copied unchanged; Connect SMTs are Java code.",
+    ),
+    _k("predicates", _L, "", _F, "Predicates for transforms.", _NS, "See transforms."),
+    _k("config.action.reload", _S, "restart", _F, "Connect reload action.", _NA, _CONNECT_NA),
+    _k("errors.retry.timeout", _LONG, "0", _F, "Connect error retry timeout.", _NA, _CONNECT_NA),
+    _k("errors.retry.delay.max.ms", _LONG, "60000", _F, "Connect retry delay.", _NA, _CONNECT_NA),
+    _k("errors.tolerance", _S, "none", _F, "Connect error tolerance.", _NA, _CONNECT_NA),
+    _k("errors.log.enable", _B, "false", _F, "Connect error logging.", _NA, _CONNECT_NA),
+    _k(
+        "errors.log.include.messages",
+        _B,
+        "false",
+        _F,
+        "Connect error logging.",
+        _NA,
+        _CONNECT_NA,
+    ),
+    _k(
+        "exactly.once.support",
+        _S,
+        "requested",
+        _F,
+        "Whether exactly-once is required of the flow (checked at start).",
+        choices=("requested", "required"),
+        ci=True,
+    ),
+    _k(
+        "transaction.boundary",
+        _S,
+        "poll",
+        _F,
+        "Where Connect commits transactions.",
+        _NA,
+        "mirrorlib decides its own transaction boundaries.",
+        choices=("poll", "interval", "connector"),
+        ci=True,
+    ),
+    _k(
+        "transaction.boundary.interval.ms",
+        _LONG,
+        "1000",
+        _F,
+        "How often an exactly-once flow commits its transaction.",
+        _CH,
+        "Used by mirrorlib's exactly-once mode, default 1000 ms (Connect's default is "
+        "offset.flush.interval.ms, and MM2 commits per poll).",
+        minimum=1,
+    ),
+    _k(
+        "data.loss.action",
+        _S,
+        "fail",
+        _F,
+        "What a flow does when source records vanished before being copied (retention, "
+        "truncation): fail, or continue and report.",
+        Status.EXTENSION,
+        "MM2 silently skips ahead.",
+        choices=("fail", "continue"),
+        ci=True,
+    ),
+    _k(
+        "node.id",
+        _S,
+        None,
+        _F,
+        "Stable name of this mirrorlib node (default: the host name); part of transactional ids.",
+        Status.EXTENSION,
+        "Give each node on one host its own.",
+    ),
+    _k("offsets.storage.topic", _S, None, _F, "Per-connector offsets topic.", _NA, _CONNECT_NA),
+    _k(
+        "metric.names.formats",
+        _L,
+        "legacy",
+        _F,
+        "Deprecated MM2 metric name formats.",
+        _NA,
+        "mirrorlib names metrics its own way.",
+        choices=("legacy", "new"),
+    ),
+    # --- MirrorSourceConnector ---------------------------------------------------------------
+    _k("topics", _L, ".*", _F, "Topics to replicate (names and regexes)."),
+    _k(
+        "topics.exclude",
+        _L,
+        TOPICS_EXCLUDE_DEFAULT,
+        _F,
+        "Topics not to replicate; wins over topics.",
+    ),
+    _k(
+        "config.properties.exclude",
+        _L,
+        CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+        _F,
+        "Topic config properties not to replicate (names and regexes).",
+    ),
+    _k(
+        "config.property.filter.class",
+        _CLASS,
+        "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        _F,
+        "Selects topic config properties to replicate.",
+        _CH,
+        "The default, or a Python path to a class with from_config(), "
+        "should_replicate_config_property() and should_replicate_source_default().",
+    ),
+    _k(
+        "use.defaults.from",
+        _S,
+        "target",
+        _F,
+        "Whose default (source/target) a topic config at its default gets.",
+        _CH,
+        "Honoured at top level too (MM2 reads it only as A->B.use.defaults.from); values other "
+        "than source/target are errors.",
+        choices=("source", "target"),
+    ),
+    _k("consumer.poll.timeout.ms", _LONG, "1000", _F, "Timeout when polling the source."),
+    _k("refresh.topics.enabled", _B, "true", _F, "Periodically look for new topics/partitions."),
+    _k("refresh.topics.interval.seconds", _LONG, "600", _F, "Topic refresh period."),
+    _k("sync.topic.configs.enabled", _B, "true", _F, "Periodically copy topic configs."),
+    _k("sync.topic.configs.interval.seconds", _LONG, "600", _F, "Topic config sync period."),
+    _k("sync.topic.acls.enabled", _B, "true", _F, "Periodically copy topic ACLs."),
+    _k("sync.topic.acls.interval.seconds", _LONG, "600", _F, "Topic ACL sync period."),
+    _k("replication.factor", _INT, "2", _F, "Replication factor of new remote topics."),
+    _k(
+        "offset-syncs.topic.replication.factor",
+        _SHORT,
+        "3",
+        _F,
+        "Replication factor of the offset-syncs topic.",
+    ),
+    _k(
+        "offset.lag.max",
+        _LONG,
+        "100",
+        _F,
+        "How far (records) a partition may run ahead of its last offset sync.",
+    ),
+    _k(
+        "heartbeats.replication.enabled",
+        _B,
+        "true",
+        _F,
+        "Replicate heartbeats topics even when the topic filter excludes them.",
+    ),
+    _k(
+        "topics.blacklist",
+        _L,
+        None,
+        _F,
+        "Old name of topics.exclude (removed in Kafka 4.0).",
+        _CH,
+        "Accepted as topics.exclude (as MM2 3.x did) with a warning; "
+        "topics.exclude wins if both are set.",
+    ),
+    _k(
+        "config.properties.blacklist",
+        _L,
+        None,
+        _F,
+        "Old name of config.properties.exclude (removed in Kafka 4.0).",
+        _CH,
+        "Accepted as config.properties.exclude with a warning.",
+    ),
+    _k(
+        "use.incremental.alter.configs",
+        _S,
+        None,
+        _F,
+        "Removed in Kafka 4.0 (config sync is always incremental).",
+        _NA,
+        "Topic configs are always synced incrementally.",
+    ),
+    _k(
+        "add.source.alias.to.metrics",
+        _B,
+        None,
+        _F,
+        "Removed in Kafka 4.0.",
+        _NA,
+        "Metrics always carry the source alias.",
+    ),
+    # --- MirrorCheckpointConnector ---------------------------------------------------------------
+    _k("groups", _L, ".*", _F, "Consumer groups to checkpoint (names and regexes)."),
+    _k(
+        "groups.exclude",
+        _L,
+        GROUPS_EXCLUDE_DEFAULT,
+        _F,
+        "Consumer groups not to checkpoint; wins over groups.",
+    ),
+    _k(
+        "groups.blacklist",
+        _L,
+        None,
+        _F,
+        "Old name of groups.exclude (removed in Kafka 4.0).",
+        _CH,
+        "Accepted as groups.exclude with a warning; groups.exclude wins if both are set.",
+    ),
+    _k(
+        "group.filter.class",
+        _CLASS,
+        "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        _F,
+        "Selects consumer groups to checkpoint.",
+        _CH,
+        "The default, or a Python path to a class with from_config() and should_replicate_group().",
+    ),
+    _k("refresh.groups.enabled", _B, "true", _F, "Periodically look for new consumer groups."),
+    _k("refresh.groups.interval.seconds", _LONG, "600", _F, "Group refresh period."),
+    _k("emit.checkpoints.enabled", _B, "true", _F, "Write checkpoints to the target."),
+    _k("emit.checkpoints.interval.seconds", _LONG, "60", _F, "Checkpoint period."),
+    _k(
+        "sync.group.offsets.enabled",
+        _B,
+        "false",
+        _F,
+        "Commit translated offsets of idle groups on the target.",
+    ),
+    _k("sync.group.offsets.interval.seconds", _LONG, "60", _F, "Group offset sync period."),
+    _k(
+        "checkpoints.topic.replication.factor",
+        _SHORT,
+        "3",
+        _F,
+        "Replication factor of the checkpoints topic.",
+    ),
+    # --- MirrorHeartbeatConnector ----------------------------------------------------------------
+    _k(
+        "emit.heartbeats.enabled",
+        _B,
+        "true",
+        _F,
+        "Write heartbeats to the target (also for flows that are not enabled).",
+    ),
+    _k("emit.heartbeats.interval.seconds", _LONG, "1", _F, "Heartbeat period."),
+    _k(
+        "heartbeats.topic.replication.factor",
+        _SHORT,
+        "3",
+        _F,
+        "Replication factor of the heartbeats topic.",
+    ),
+    # --- client connection / security (MirrorClientConfig.CLIENT_CONFIG_DEF) ---------------------
+    _k("bootstrap.servers", _L, None, _C, "Brokers to bootstrap from."),
+    _k(
+        "security.protocol",
+        _S,
+        "PLAINTEXT",
+        _C,
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        choices=SECURITY_PROTOCOLS,
+        ci=True,
+    ),
+    _k("sasl.mechanism", _S, "GSSAPI", _C, "SASL mechanism."),
+    _k(
+        "sasl.jaas.config",
+        _PW,
+        None,
+        _C,
+        "JAAS login module line.",
+        _CH,
+        "PLAIN/SCRAM become sasl.username/sasl.password; Kerberos keytab logins become "
+        "sasl.kerberos.*; OAuth client credentials become sasl.oauthbearer.*; others are errors.",
+    ),
+    _k("sasl.kerberos.service.name", _S, None, _C, "Kerberos service name."),
+    _k(
+        "sasl.kerberos.kinit.cmd",
+        _S,
+        "/usr/bin/kinit",
+        _C,
+        "Kerberos kinit path.",
+        _CH,
+        "librdkafka's setting is a full command line: a Java kinit path becomes librdkafka's "
+        "default command run with that binary; a value with arguments is passed unchanged.",
+    ),
+    _k(
+        "sasl.kerberos.min.time.before.relogin",
+        _LONG,
+        "60000",
+        _C,
+        "Minimum time between Kerberos re-logins.",
+    ),
+    _k(
+        "sasl.kerberos.ticket.renew.window.factor",
+        KeyType.DOUBLE,
+        "0.8",
+        _C,
+        "Java ticket renewal tuning.",
+        _NA,
+        "Dropped: librdkafka renews with kinit.",
+    ),
+    _k(
+        "sasl.kerberos.ticket.renew.jitter",
+        KeyType.DOUBLE,
+        "0.05",
+        _C,
+        "Java ticket renewal tuning.",
+        _NA,
+        "Dropped: librdkafka renews with kinit.",
+    ),
+    _k(
+        "sasl.login.callback.handler.class",
+        _CLASS,
+        None,
+        _C,
+        "Java SASL login handler.",
+        _CH,
+        "Kafka's OAuthBearerLoginCallbackHandler becomes sasl.oauthbearer.method=oidc; "
+        "other handlers are errors.",
+    ),
+    _k(
+        "sasl.client.callback.handler.class",
+        _CLASS,
+        None,
+        _C,
+        "Java SASL client handler.",
+        _NS,
+        "Java code; not portable to librdkafka.",
+    ),
+    _k(
+        "sasl.login.class",
+        _CLASS,
+        None,
+        _C,
+        "Java SASL login class.",
+        _NS,
+        "Java code; not portable to librdkafka.",
+    ),
+    _k(
+        "sasl.oauthbearer.token.endpoint.url",
+        _S,
+        None,
+        _C,
+        "OAuth token endpoint (OIDC).",
+        note=_TRANSLATED,
+    ),
+    _k(
+        "sasl.oauthbearer.scope.claim.name",
+        _S,
+        "scope",
+        _C,
+        "OAuth scope claim.",
+        _NA,
+        "Dropped: used by Java's unsecured/validating handlers only.",
+    ),
+    _k("sasl.oauthbearer.sub.claim.name", _S, "sub", _C, "OAuth subject claim."),
+    _k(
+        "ssl.protocol",
+        _S,
+        "TLSv1.3",
+        _C,
+        "Java TLS protocol.",
+        _NA,
+        "Dropped: librdkafka negotiates the highest TLS version OpenSSL allows.",
+    ),
+    _k(
+        "ssl.enabled.protocols",
+        _L,
+        "TLSv1.2,TLSv1.3",
+        _C,
+        "Java TLS versions.",
+        _NA,
+        "Dropped: librdkafka negotiates the highest TLS version OpenSSL allows.",
+    ),
+    _k("ssl.provider", _S, None, _C, "Java security provider.", _NA, "Dropped (Java only)."),
+    _k(
+        "ssl.cipher.suites",
+        _L,
+        None,
+        _C,
+        "TLS cipher suites.",
+        _CH,
+        "Must use OpenSSL names (ECDHE-RSA-AES128-GCM-SHA256), not Java/IANA names.",
+    ),
+    _k(
+        "ssl.keystore.type",
+        _S,
+        "JKS",
+        _C,
+        "Keystore format (JKS, PKCS12, PEM).",
+        _CH,
+        "PKCS12 and PEM only; convert JKS with keytool or use ssl.certificate.location + "
+        "ssl.key.location.",
+    ),
+    _k("ssl.keystore.location", _S, None, _C, "Client keystore file.", note=_TRANSLATED),
+    _k("ssl.keystore.password", _PW, None, _C, "Keystore password.", note=_TRANSLATED),
+    _k("ssl.key.password", _PW, None, _C, "Private key password.", note=_TRANSLATED),
+    _k(
+        "ssl.keystore.key",
+        _PW,
+        None,
+        _C,
+        "PEM private key (becomes ssl.key.pem).",
+        note=_TRANSLATED,
+    ),
+    _k(
+        "ssl.keystore.certificate.chain",
+        _PW,
+        None,
+        _C,
+        "PEM certificate chain (becomes ssl.certificate.pem).",
+        note=_TRANSLATED,
+    ),
+    _k(
+        "ssl.truststore.type",
+        _S,
+        "JKS",
+        _C,
+        "Truststore format (JKS, PKCS12, PEM).",
+        _CH,
+        "PEM only; for JKS/PKCS12 export the CA certificates and set ssl.ca.location.",
+    ),
+    _k(
+        "ssl.truststore.location",
+        _S,
+        None,
+        _C,
+        "Truststore file (PEM: ssl.ca.location).",
+        _CH,
+        "PEM only; for JKS/PKCS12 set ssl.ca.location to a PEM CA bundle.",
+    ),
+    _k(
+        "ssl.truststore.password",
+        _PW,
+        None,
+        _C,
+        "Truststore password.",
+        _NA,
+        "Dropped: PEM CA files need no password.",
+    ),
+    _k(
+        "ssl.truststore.certificates",
+        _PW,
+        None,
+        _C,
+        "PEM CA certificates (becomes ssl.ca.pem).",
+        note=_TRANSLATED,
+    ),
+    _k(
+        "ssl.keymanager.algorithm",
+        _S,
+        "SunX509",
+        _C,
+        "Java key manager.",
+        _NA,
+        "Dropped (Java only).",
+    ),
+    _k(
+        "ssl.trustmanager.algorithm",
+        _S,
+        "PKIX",
+        _C,
+        "Java trust manager.",
+        _NA,
+        "Dropped (Java only).",
+    ),
+    _k(
+        "ssl.endpoint.identification.algorithm",
+        _S,
+        "https",
+        _C,
+        "Broker host name verification ('https', or empty to disable).",
+        note=_TRANSLATED,
+    ),
+    _k(
+        "ssl.secure.random.implementation",
+        _S,
+        None,
+        _C,
+        "Java SecureRandom.",
+        _NA,
+        "Dropped (Java only).",
+    ),
+    _k(
+        "ssl.engine.factory.class",
+        _CLASS,
+        None,
+        _C,
+        "Java SSL engine factory.",
+        _NS,
+        "Java code; not portable to librdkafka.",
+    ),
+    # --- Connect worker keys read from the target cluster ----------------------------------------
+    _k(
+        "exactly.once.source.support",
+        _S,
+        "disabled",
+        _W,
+        "Exactly-once replication into this target (B.exactly.once.source.support).",
+        choices=("disabled", "enabled", "preparing"),
+        ci=True,
+    ),
+    _k(
+        "offset.flush.interval.ms",
+        _LONG,
+        "60000",
+        _W,
+        "How often replication progress is committed (B.offset.flush.interval.ms).",
+    ),
+    _k(
+        "offset.storage.topic",
+        _S,
+        None,
+        _W,
+        "Topic on the target holding replication progress (default mm2-offsets.<source>.internal).",
+        _CH,
+        "mirrorlib keeps its source offsets there in Connect's format; top-level "
+        "offset.storage.* wins over <target>.offset.storage.*, as in MM2.",
+    ),
+    _k(
+        "offset.storage.partitions",
+        _INT,
+        "25",
+        _W,
+        "Partitions of the offsets topic when mirrorlib creates it.",
+        minimum=1,
+    ),
+    _k(
+        "offset.storage.replication.factor",
+        _SHORT,
+        "3",
+        _W,
+        "Replication factor of the offsets topic when mirrorlib creates it.",
+    ),
+    _k("config.storage.topic", _S, None, _W, "Connect configs topic.", _NA, _CONNECT_NA),
+    _k("status.storage.topic", _S, None, _W, "Connect status topic.", _NA, _CONNECT_NA),
+    _k("group.id", _S, None, _W, "Connect worker group.", _NA, _CONNECT_NA),
+)
+
+KEYS: Final[Mapping[str, KeySpec]] = {spec.name: spec for spec in _SPECS}
+"""Every registered key by name."""
+
+_WORKER_PREFIXES: Final = (
+    "offset.storage.",
+    "config.storage.",
+    "status.storage.",
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    "task.",
+    "worker.",
+    "rest.",
+    "listeners.",
+    "admin.listeners",
+    "scheduled.rebalance.",
+    "connect.protocol",
+    "plugin.",
+    "exactly.once.source.support",
+    "inter.worker.",
+)
+
+
+def key_spec(name: str) -> KeySpec | None:
+    """The registered spec of ``name``, or ``None``."""
+    return KEYS.get(name)
+
+
+WORKER_TOP_LEVEL_PREFIXES: Final = (
+    "offset.storage",
+    "config.storage",
+    "status.storage",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "task",
+    "worker",
+)
+"""Top-level keys MM2 copies into every worker config (``MirrorMakerConfig.workerConfig``)."""
+
+
+def is_worker_key(name: str) -> bool:
+    """True for Connect worker keys MM2 accepts with a prefix match (``offset.storage*``…)."""
+    return (name in KEYS and KEYS[name].scope is Scope.WORKER) or name.startswith(_WORKER_PREFIXES)
+
+
+def is_client_connection_key(name: str) -> bool:
+    """True for MM2's client connection keys (``bootstrap.servers``, ``security.protocol``,
+    ``ssl.*``, ``sasl.*``), which MM2 copies from the top level and ``A.`` into every client."""
+    return (
+        name in ("bootstrap.servers", "security.protocol")
+        or name.startswith("ssl.")
+        or name.startswith("sasl.")
+    )
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+_COMMA: Final = re.compile(r"\s*,\s*")
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_DOUBLE: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")
+_RANGES: Final[Mapping[KeyType, tuple[int, int]]] = {
+    KeyType.SHORT: (-(2**15), 2**15 - 1),
+    KeyType.INT: (-(2**31), 2**31 - 1),
+    KeyType.LONG: (-(2**63), 2**63 - 1),
+}
+_SENSITIVE_WORDS: Final = (
+    "password",
+    "secret",
+    "jaas",
+    "keystore.key",
+    "certificate.chain",
+    "truststore.certificates",
+    ".pem",
+    "private.key",
+    "token",
+)
+
+
+def is_sensitive(key: str) -> bool:
+    """True when ``key`` holds a secret whose value must never appear in messages or logs."""
+    lowered = key.lower()
+    if lowered.endswith(("ssl.key.location", "ssl.keystore.location")):
+        return False
+    return any(word in lowered for word in _SENSITIVE_WORDS)
+
+
+def mask(key: str, value: str | None, *, secret: bool = False) -> str | None:
+    """``value`` as it may be shown for ``key``: ``[hidden]`` for secrets."""
+    if value is None:
+        return None
+    return "[hidden]" if secret or is_sensitive(key) else value
+
+
+def inline_comment_hint(value: str) -> str:
+    """A hint for values that look like they carry an inline comment (``true # off``).
+
+    Java properties have no inline comments: ``#`` and ``!`` start a comment only as the first
+    non-blank character of a line, so the comment text becomes part of the value.
+    """
+    if re.search(r"\s[#!]", value) or value.lstrip().startswith(("#", "!")):
+        return (
+            " Hint: Java properties files have no inline comments — '#' or '!' starts a comment "
+            "only at the beginning of a line, so the text after it is part of the value. Move the "
+            "comment to its own line."
+        )
+    return ""
+
+
+def parse_list(value: str) -> tuple[str, ...]:
+    """A ``ConfigDef`` LIST: trimmed, ``""`` is empty, else split on ``\\s*,\\s*``."""
+    trimmed = value.strip()
+    if not trimmed:
+        return ()
+    return tuple(_COMMA.split(trimmed))
+
+
+def _error(
+    spec: KeySpec, value: str, why: str, key: str | None, alias: str | None, secret: bool
+) -> ConfigError:
+    shown_key = key or spec.name
+    shown = mask(shown_key, value, secret=secret or spec.type is KeyType.PASSWORD)
+    where = f" (cluster/flow {alias})" if alias else ""
+    return ConfigError(
+        f"Invalid value {shown!r} for configuration {shown_key}{where}: {why}."
+        + ("" if shown == "[hidden]" else inline_comment_hint(value)),
+        key=shown_key,
+        alias=alias,
+        value=shown,
+    )
+
+
+def parse_value(
+    spec: KeySpec,
+    value: str,
+    *,
+    key: str | None = None,
+    alias: str | None = None,
+    secret: bool = False,
+) -> ConfigValue:
+    """Parse ``value`` for ``spec`` with ``ConfigDef`` semantics, or raise :class:`ConfigError`.
+
+    ``key`` is the key as the user wrote it (``A->B.offset.lag.max``) and ``alias`` the cluster
+    or flow, both for the error message; ``secret`` masks the value in it.
+    """
+    trimmed = value.strip()
+    kind = spec.type
+    result: ConfigValue
+    if kind is KeyType.BOOLEAN:
+        lowered = trimmed.lower()
+        if lowered not in ("true", "false"):
+            raise _error(spec, value, "expected true or false", key, alias, secret)
+        result = lowered == "true"
+    elif kind in _RANGES:
+        if not _INTEGER.fullmatch(trimmed):
+            raise _error(spec, value, f"expected a whole number ({kind.value})", key, alias, secret)
+        number = int(trimmed)
+        low, high = _RANGES[kind]
+        if not low <= number <= high:
+            raise _error(spec, value, f"out of range for a Java {kind.value}", key, alias, secret)
+        if spec.minimum is not None and number < spec.minimum:
+            raise _error(spec, value, f"must be at least {spec.minimum}", key, alias, secret)
+        result = number
+    elif kind is KeyType.DOUBLE:
+        if not _DOUBLE.fullmatch(trimmed):
+            raise _error(spec, value, "expected a number", key, alias, secret)
+        result = float(trimmed.rstrip("dDfF"))
+    elif kind is KeyType.LIST:
+        items = parse_list(trimmed)
+        if any(not item for item in items):
+            raise _error(spec, value, "list elements must not be empty", key, alias, secret)
+        if len(set(items)) != len(items):
+            raise _error(spec, value, "list elements must not be duplicated", key, alias, secret)
+        if spec.choices:
+            for item in items:
+                if item not in spec.choices:
+                    raise _error(
+                        spec,
+                        value,
+                        f"elements must be one of {', '.join(spec.choices)}",
+                        key,
+                        alias,
+                        secret,
+                    )
+        result = items
+    elif kind is KeyType.PASSWORD:
+        result = value
+    else:  # STRING, CLASS
+        result = trimmed
+        if spec.choices:
+            ok = (
+                trimmed.upper() in (c.upper() for c in spec.choices)
+                if spec.case_insensitive
+                else trimmed in spec.choices
+            )
+            if not ok:
+                how = " (case insensitive)" if spec.case_insensitive else ""
+                raise _error(
+                    spec,
+                    value,
+                    f"must be one of{how}: {', '.join(spec.choices)}",
+                    key,
+                    alias,
+                    secret,
+                )
+    return result
+
+
+# -- documentation ------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown_table(specs: Iterable[KeySpec] | None = None) -> str:
+    """The registry as a Markdown table (the key reference in ``docs/configuration.md``)."""
+    rows = [
+        "| Key | Scope | Type | Default | Status | Meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in specs if specs is not None else _SPECS:
+        default = (
+            "(required)"
+            if spec.name == "clusters"
+            else ("" if spec.default is None else f"`{spec.default}`" if spec.default else '`""`')
+        )
+        meaning = spec.doc + (f" *{spec.note}*" if spec.note else "")
+        rows.append(
+            f"| `{spec.name}` | {spec.scope.value} | {spec.type.value} | {_cell(default)} | "
+            f"{spec.status.value} | {_cell(meaning)} |"
+        )
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,704 @@
+"""Snapshot a cluster and apply plans to it with confluent-kafka's ``AdminClient``.
+
+:class:`ClusterAdmin` is the I/O edge of :mod:`mirrorlib.plans`: it turns what a cluster says
+(topics, partition counts, described configs, ACL bindings) into the pure snapshot values, and
+carries out a :class:`~mirrorlib.plans.Plan` (create topics, grow partitions, incrementally alter
+configs, create ACLs). It also creates MM2's single-partition compacted internal topics.
+
+Every call has a timeout (the wrapper's ``timeout`` unless given). Kafka errors become
+:class:`~mirrorlib.errors.KafkaRequestError` subclasses whose messages name the cluster alias and
+the topic; a request that does not finish in time raises
+:class:`~mirrorlib.errors.ClusterTimeoutError`.
+
+    admin_a = ClusterAdmin(config.client_config("A", "admin"), alias="A")
+    admin_b = ClusterAdmin(config.client_config("B", "admin"), alias="B")
+    plan = plan_topics(admin_a.snapshot(), admin_b.list_topics(), source_alias="A", ...)
+    admin_b.apply(plan)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import attrs
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # implicit re-exports
+    AclBinding,
+    AclBindingFilter,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclOperation as CkAclOperation,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclPermissionType as CkAclPermissionType,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ConfigSource as CkConfigSource,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ResourcePatternType as CkPatternType,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ResourceType as CkResourceType,
+)
+
+from mirrorlib.errors import (
+    AuthorizationError,
+    ClusterAuthorizationError,
+    ClusterTimeoutError,
+    KafkaRequestError,
+    PlanApplyError,
+    SecurityDisabledError,
+    TopicAuthorizationError,
+    UnsupportedVersionError,
+)
+from mirrorlib.kafka import client_conf
+from mirrorlib.plans import (
+    AclOperation,
+    AclPermission,
+    AclRule,
+    AlterTopicConfigs,
+    ConfigValue,
+    CreateAcls,
+    CreatePartitions,
+    CreateTopic,
+    PatternType,
+    Plan,
+    ResourceType,
+    Step,
+    TopicSnapshot,
+)
+
+__all__ = [
+    "KAFKA_INTERNAL_TOPICS",
+    "ApplyResult",
+    "BrokerInfo",
+    "ClusterAdmin",
+    "ClusterDescription",
+    "Outcome",
+    "from_acl_binding",
+    "from_config_entry",
+    "kafka_error",
+    "to_acl_binding",
+]
+
+log = logging.getLogger(__name__)
+
+#: Topics the brokers own; never listed by :meth:`ClusterAdmin.list_topics` (Java's
+#: ``listTopics()`` leaves internal topics out too).
+KAFKA_INTERNAL_TOPICS: Final = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+_ERRORS: Final[dict[int, type[KafkaRequestError]]] = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: TopicAuthorizationError,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: ClusterAuthorizationError,
+    KafkaError.GROUP_AUTHORIZATION_FAILED: AuthorizationError,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: AuthorizationError,
+    KafkaError.SASL_AUTHENTICATION_FAILED: AuthorizationError,
+    KafkaError.SECURITY_DISABLED: SecurityDisabledError,
+    KafkaError.UNSUPPORTED_VERSION: UnsupportedVersionError,
+    KafkaError._UNSUPPORTED_FEATURE: UnsupportedVersionError,
+    KafkaError._TIMED_OUT: ClusterTimeoutError,
+    KafkaError.REQUEST_TIMED_OUT: ClusterTimeoutError,
+}
+
+# librdkafka calls the cluster ACL resource BROKER; Kafka's Java name is CLUSTER.
+_CK_RESOURCE_NAMES: Final = {"BROKER": "CLUSTER"}
+_RESOURCE_CK_NAMES: Final = {"CLUSTER": "BROKER"}
+_PROBE_NAME: Final = "__mirrorlib_authorizer_probe__"
+_UNCHANGED_CREATE: Final = frozenset({KafkaError.TOPIC_ALREADY_EXISTS})
+_TOLERATED_COMPACTED: Final = frozenset({
+    KafkaError.TOPIC_ALREADY_EXISTS,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+})  # fmt: skip
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def kafka_error(
+    exc: BaseException, *, cluster: str, action: str, resource: str | None = None
+) -> KafkaRequestError:
+    """A :class:`~mirrorlib.errors.KafkaRequestError` (subclass) for a failed request.
+
+    ``action`` says what was attempted ("create topic A.orders"); the message reads
+    ``"<action> on cluster <alias> failed: <reason> (<ERROR_NAME>)"``.
+    """
+    if isinstance(exc, KafkaRequestError):
+        return exc
+    if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
+        return ClusterTimeoutError(
+            f"{action} on cluster {cluster} timed out", cluster=cluster, resource=resource,
+            code="_TIMED_OUT", retriable=True,
+        )  # fmt: skip
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if isinstance(err, KafkaError):
+        cls = _ERRORS.get(err.code(), KafkaRequestError)
+        return cls(
+            f"{action} on cluster {cluster} failed: {err.str()} ({err.name()})",
+            cluster=cluster, resource=resource, code=err.name(), retriable=err.retriable(),
+        )  # fmt: skip
+    return KafkaRequestError(
+        f"{action} on cluster {cluster} failed: {exc}", cluster=cluster, resource=resource
+    )
+
+
+def _code(exc: BaseException) -> int | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        code: int = exc.args[0].code()
+        return code
+    return None
+
+
+# -- converters between confluent_kafka objects and the pure values ------------------------------
+
+
+def _config_source_name(source: Any) -> str:
+    # confluent-kafka reports the source as a plain int (librdkafka's enum), or an enum
+    name = getattr(source, "name", None)
+    if name is None:
+        try:
+            name = CkConfigSource(int(source)).name
+        except (TypeError, ValueError):
+            name = "UNKNOWN_CONFIG"
+    return str(name)
+
+
+def from_config_entry(entry: Any) -> ConfigValue:
+    """A :class:`~mirrorlib.plans.ConfigValue` from a ``confluent_kafka.admin.ConfigEntry``."""
+    source = _config_source_name(entry.source)
+    return ConfigValue(
+        entry.value,
+        is_default=bool(entry.is_default),
+        is_sensitive=bool(entry.is_sensitive),
+        is_read_only=bool(entry.is_read_only),
+        source=source,
+    )
+
+
+def _enum_name(value: Any) -> str:
+    return str(getattr(value, "name", value))
+
+
+def from_acl_binding(binding: Any) -> AclRule:
+    """An :class:`~mirrorlib.plans.AclRule` from a ``confluent_kafka.admin.AclBinding``."""
+    restype = _enum_name(binding.restype)
+    restype = _CK_RESOURCE_NAMES.get(restype, restype)
+
+    def known(enum: Any, name: str) -> Any:
+        try:
+            return enum(name)
+        except ValueError:
+            return enum("UNKNOWN")
+
+    return AclRule(
+        known(ResourceType, restype),
+        binding.name,
+        known(PatternType, _enum_name(binding.resource_pattern_type)),
+        binding.principal,
+        binding.host,
+        known(AclOperation, _enum_name(binding.operation)),
+        known(AclPermission, _enum_name(binding.permission_type)),
+    )
+
+
+def to_acl_binding(rule: AclRule) -> Any:
+    """A ``confluent_kafka.admin.AclBinding`` for an :class:`~mirrorlib.plans.AclRule`."""
+    restype = _RESOURCE_CK_NAMES.get(rule.resource_type.value, rule.resource_type.value)
+    return AclBinding(
+        CkResourceType[restype],
+        rule.resource_name,
+        CkPatternType[rule.pattern_type.value],
+        rule.principal,
+        rule.host,
+        CkAclOperation[rule.operation.value],
+        CkAclPermissionType[rule.permission.value],
+    )
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class BrokerInfo:
+    """One broker of a cluster."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class ClusterDescription:
+    """What ``describeCluster`` says: the cluster id, the controller and the brokers."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: tuple[BrokerInfo, ...]
+
+
+Status = Literal["applied", "unchanged", "failed"]
+
+
+@attrs.frozen
+class Outcome:
+    """What happened to one item of a plan step on the target.
+
+    ``subject`` is the topic name (or the ACL rule, as text); ``status`` is ``"applied"``,
+    ``"unchanged"`` (the topic already existed / already had the partitions) or ``"failed"``
+    (then ``error`` says why).
+    """
+
+    step: Step
+    subject: str
+    status: Status
+    error: KafkaRequestError | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class ApplyResult:
+    """The outcome of :meth:`ClusterAdmin.apply`, item by item, in plan order."""
+
+    cluster: str
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def failures(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == "failed")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def raise_for_errors(self) -> None:
+        """Raise :class:`~mirrorlib.errors.PlanApplyError` if anything failed.
+
+        Its message lists the failures; ``result`` is this object.
+        """
+        failures = self.failures
+        if failures:
+            reasons = "; ".join(str(o.error) for o in failures[:5])
+            more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+            raise PlanApplyError(
+                f"{len(failures)} of {len(self.outcomes)} plan items failed on cluster "
+                f"{self.cluster}: {reasons}{more}",
+                self,
+            )
+
+
+# -- the admin wrapper ---------------------------------------------------------------------------
+
+
+class ClusterAdmin:
+    """A small, typed wrapper around ``confluent_kafka.admin.AdminClient`` for one cluster.
+
+    ``config`` is librdkafka configuration (e.g. ``MirrorConfig.client_config(alias, "admin")``),
+    ``alias`` names the cluster in errors and logs, ``timeout`` (seconds) bounds every call
+    unless the call is given its own. ``client`` injects an existing ``AdminClient``.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        alias: str,
+        timeout: float = 30.0,
+        client: Any = None,
+    ) -> None:
+        if client is None:
+            if config is None:
+                raise ValueError("ClusterAdmin needs a librdkafka config or a client")
+            client = AdminClient(client_conf(config))
+        self.alias = alias
+        self.timeout = timeout
+        self.client: Any = client
+        self._no_authorizer_logged = False
+
+    def __repr__(self) -> str:
+        return f"<ClusterAdmin {self.alias}>"
+
+    def close(self) -> None:
+        """Release the client (AdminClient has no explicit close; dropping it is enough)."""
+        self.client = None
+
+    def __enter__(self) -> ClusterAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else timeout
+
+    def _error(
+        self, exc: BaseException, action: str, resource: str | None = None
+    ) -> KafkaRequestError:
+        return kafka_error(exc, cluster=self.alias, action=action, resource=resource)
+
+    def _call(self, action: str, fn: Callable[[], Any], resource: str | None = None) -> Any:
+        try:
+            return fn()
+        except (KafkaException, concurrent.futures.TimeoutError, TimeoutError) as exc:
+            raise self._error(exc, action, resource) from exc
+
+    @staticmethod
+    def _wait(future: Any, timeout: float) -> Any:
+        # the request itself carries ``timeout``; allow a little slack for the response
+        return future.result(timeout=timeout + 5.0)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def list_topics(
+        self, *, include_internal: bool = False, timeout: float | None = None
+    ) -> dict[str, int]:
+        """Topic names → partition counts. Broker-owned topics (``__consumer_offsets``…) are
+        left out unless ``include_internal``; topics the metadata reports with an error and no
+        partitions (e.g. not authorized) are left out too."""
+        t = self._timeout(timeout)
+        metadata = self._call("list topics", lambda: self.client.list_topics(timeout=t))
+        out: dict[str, int] = {}
+        for name, info in metadata.topics.items():
+            if not include_internal and name in KAFKA_INTERNAL_TOPICS:
+                continue
+            if info.error is not None and not info.partitions:
+                log.debug("cluster %s: topic %s not listed: %s", self.alias, name, info.error)
+                continue
+            out[name] = len(info.partitions)
+        return out
+
+    def describe_configs(
+        self, topics: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, dict[str, ConfigValue]]:
+        """Topic → config name → :class:`~mirrorlib.plans.ConfigValue` (every entry Kafka
+        describes). Topics that no longer exist are left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        t = self._timeout(timeout)
+        resources = [ConfigResource(CkResourceType.TOPIC, name) for name in names]
+        futures = self._call(
+            "describe configs",
+            lambda: self.client.describe_configs(resources, request_timeout=t),
+        )
+        out: dict[str, dict[str, ConfigValue]] = {}
+        for resource, future in futures.items():
+            name = resource.name
+            try:
+                entries = self._wait(future, t)
+            except (KafkaException, concurrent.futures.TimeoutError) as exc:
+                if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    log.debug("cluster %s: topic %s vanished before describe", self.alias, name)
+                    continue
+                raise self._error(exc, f"describe configs of topic {name}", name) from exc
+            out[name] = {key: from_config_entry(e) for key, e in entries.items()}
+        return out
+
+    def snapshot(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        configs: bool = True,
+        timeout: float | None = None,
+    ) -> dict[str, TopicSnapshot]:
+        """Topic → :class:`~mirrorlib.plans.TopicSnapshot` for ``topics`` (default: every
+        listed topic), with described configs unless ``configs=False``. Topics that do not
+        exist are left out."""
+        counts = self.list_topics(timeout=timeout)
+        names = sorted(counts if topics is None else set(topics) & set(counts))
+        described = self.describe_configs(names, timeout=timeout) if configs else {}
+        return {
+            n: TopicSnapshot(n, counts[n], described.get(n, {}))
+            for n in names
+            if not configs or n in described
+        }
+
+    def describe_acls(self, *, timeout: float | None = None) -> list[AclRule] | None:
+        """Every topic ACL binding (any pattern type) as :class:`~mirrorlib.plans.AclRule`.
+
+        Returns ``None`` when the cluster has no authorizer (``SECURITY_DISABLED``): the
+        first time this is logged at INFO with a hint to disable ACL sync, later at DEBUG
+        (as MM2 does). Other failures raise.
+
+        librdkafka (2.x) drops the error of a ``DescribeAcls`` answer and hands out an empty
+        list instead (for ``SECURITY_DISABLED`` and for ``CLUSTER_AUTHORIZATION_FAILED``
+        alike). So an empty answer is checked: ``describeCluster`` tells whether the caller may
+        ``DESCRIBE`` the cluster (else :class:`~mirrorlib.errors.ClusterAuthorizationError`),
+        and a ``DeleteAcls`` request whose filter matches no ACL (it deletes nothing) is
+        answered with ``SECURITY_DISABLED`` when there is no authorizer.
+        """
+        t = self._timeout(timeout)
+        any_filter: Any = AclBindingFilter  # its stub wants str where None means "any"
+        acl_filter = any_filter(
+            CkResourceType.TOPIC, None, CkPatternType.ANY, None, None,
+            CkAclOperation.ANY, CkAclPermissionType.ANY,
+        )  # fmt: skip
+        try:
+            bindings = self._wait(self.client.describe_acls(acl_filter, request_timeout=t), t)
+            if not bindings:
+                self._probe_authorizer(t)
+        except ClusterAuthorizationError:
+            raise
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            error = self._error(exc, "describe ACLs")
+            if isinstance(error, SecurityDisabledError):
+                if not self._no_authorizer_logged:
+                    self._no_authorizer_logged = True
+                    log.info(
+                        "No ACL authorizer is configured on cluster %s, so no topic ACL syncing "
+                        "will take place. Consider disabling topic ACL syncing by setting "
+                        "sync.topic.acls.enabled to 'false'.",
+                        self.alias,
+                    )
+                else:
+                    log.debug("cluster %s still has no ACL authorizer; skipping", self.alias)
+                return None
+            raise error from exc
+        return [from_acl_binding(b) for b in bindings]
+
+    def _probe_authorizer(self, timeout: float) -> None:
+        """Raise if ACLs cannot be described: no authorizer, or not authorized."""
+        result = self._wait(
+            self.client.describe_cluster(
+                request_timeout=timeout, include_authorized_operations=True
+            ),
+            timeout,
+        )
+        # requested explicitly, so "none" (librdkafka: None) means no operation is allowed
+        # (brokers since Kafka 2.3, KIP-430, answer it)
+        allowed = {_enum_name(op) for op in (result.authorized_operations or ())}
+        if not allowed & {"DESCRIBE", "ALL"}:
+            raise ClusterAuthorizationError(
+                f"describe ACLs on cluster {self.alias} failed: not authorized to DESCRIBE the "
+                f"cluster (CLUSTER_AUTHORIZATION_FAILED)",
+                cluster=self.alias, code="CLUSTER_AUTHORIZATION_FAILED",
+            )  # fmt: skip
+        probe = AclBindingFilter(
+            CkResourceType.TOPIC, _PROBE_NAME, CkPatternType.LITERAL, f"User:{_PROBE_NAME}",
+            "127.0.0.255", CkAclOperation.READ, CkAclPermissionType.DENY,
+        )  # fmt: skip
+        futures = self.client.delete_acls([probe], request_timeout=timeout)
+        try:
+            for future in futures.values():
+                self._wait(future, timeout)
+        except KafkaException as exc:
+            if _code(exc) == KafkaError.SECURITY_DISABLED:
+                raise
+            # anything else (e.g. not authorized to alter ACLs) means an authorizer is there
+            log.debug("cluster %s: authorizer probe answered %s", self.alias, exc)
+
+    def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        """The cluster id, controller and brokers."""
+        t = self._timeout(timeout)
+        result = self._call(
+            "describe cluster",
+            lambda: self._wait(self.client.describe_cluster(request_timeout=t), t),
+        )
+        controller = getattr(result, "controller", None)
+        return ClusterDescription(
+            cluster_id=result.cluster_id,
+            controller_id=None if controller is None else controller.id,
+            brokers=tuple(
+                BrokerInfo(n.id, n.host, n.port, getattr(n, "rack", None))
+                for n in sorted(result.nodes, key=lambda n: n.id)
+            ),
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def create_compacted_topic(
+        self,
+        name: str,
+        replication_factor: int = -1,
+        *,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> bool:
+        """Create a compacted topic (MM2's ``createSinglePartitionCompactedTopic``).
+
+        Idempotent, like MM2: returns ``True`` when created, ``False`` when it already exists
+        or the cluster refuses to say (unsupported API, not authorized to create: the topic
+        is assumed to exist or to be auto-created). Invalid configuration (e.g. a replication
+        factor above the broker count) and timeouts raise.
+        """
+        t = self._timeout(timeout)
+        topic = NewTopic(
+            name, num_partitions=partitions, replication_factor=replication_factor,
+            config={**(configs or {}), "cleanup.policy": "compact"},
+        )  # fmt: skip
+        action = f"create topic {name}"
+        try:
+            futures = self.client.create_topics([topic], request_timeout=t, operation_timeout=t)
+            self._wait(futures[name], t)
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            code = _code(exc)
+            if code in _TOLERATED_COMPACTED:
+                log.debug("cluster %s: not creating topic %s: %s", self.alias, name, exc)
+                return False
+            raise self._error(exc, action, name) from exc
+        log.info("Created topic %s on cluster %s", name, self.alias)
+        return True
+
+    def apply(
+        self, plan: Plan | Sequence[Step], *, timeout: float | None = None,
+        raise_errors: bool = True,
+    ) -> ApplyResult:  # fmt: skip
+        """Carry out a plan's steps on this (target) cluster, batched by kind, in plan order.
+
+        * topics are created (a topic that already exists is ``"unchanged"``);
+        * partitions are grown (``INVALID_PARTITIONS`` — e.g. already grown — is swallowed as
+          MM2 does, ``"unchanged"``);
+        * configs are altered with ``incrementalAlterConfigs``;
+        * ACLs are created (creating an existing ACL is a no-op in Kafka).
+
+        Every item is attempted even if others fail. With ``raise_errors`` (default) a
+        :class:`~mirrorlib.errors.PlanApplyError` is raised at the end if anything failed;
+        otherwise inspect :attr:`ApplyResult.failures`.
+        """
+        steps = plan.steps if isinstance(plan, Plan) else tuple(plan)
+        t = self._timeout(timeout)
+        outcomes: list[Outcome] = []
+        creates = [s for s in steps if isinstance(s, CreateTopic)]
+        grows = [s for s in steps if isinstance(s, CreatePartitions)]
+        alters = [s for s in steps if isinstance(s, AlterTopicConfigs)]
+        acls = [s for s in steps if isinstance(s, CreateAcls)]
+        if creates:
+            outcomes += self._create_topics(creates, t)
+        if grows:
+            outcomes += self._create_partitions(grows, t)
+        if alters:
+            outcomes += self._alter_configs(alters, t)
+        if acls:
+            outcomes += self._create_acls(acls, t)
+        result = ApplyResult(self.alias, tuple(outcomes))
+        if raise_errors:
+            result.raise_for_errors()
+        return result
+
+    def _collect(
+        self,
+        action: str,
+        items: Sequence[tuple[Step, str, Any]],
+        timeout: float,
+        unchanged: frozenset[int] = frozenset(),
+    ) -> list[Outcome]:
+        """Wait for every (step, subject, future) and turn it into an Outcome."""
+        outcomes: list[Outcome] = []
+        for step, subject, future in items:
+            try:
+                self._wait(future, timeout)
+            except (KafkaException, concurrent.futures.TimeoutError) as exc:
+                if _code(exc) in unchanged:
+                    outcomes.append(Outcome(step, subject, "unchanged"))
+                    continue
+                error = self._error(exc, f"{action} {subject}", subject)
+                log.warning("%s", error)
+                outcomes.append(Outcome(step, subject, "failed", error))
+                continue
+            outcomes.append(Outcome(step, subject, "applied"))
+        return outcomes
+
+    def _failed_request(
+        self, action: str, items: Sequence[tuple[Step, str]], exc: BaseException
+    ) -> list[Outcome]:
+        outcomes = []
+        for step, subject in items:
+            error = self._error(exc, f"{action} {subject}", subject)
+            outcomes.append(Outcome(step, subject, "failed", error))
+        log.warning("%s", outcomes[0].error if outcomes else exc)
+        return outcomes
+
+    def _create_topics(self, steps: Sequence[CreateTopic], timeout: float) -> list[Outcome]:
+        new = [
+            NewTopic(s.name, num_partitions=s.partitions,
+                     replication_factor=s.replication_factor, config=dict(s.configs))
+            for s in steps
+        ]  # fmt: skip
+        try:
+            futures = self.client.create_topics(
+                new, request_timeout=timeout, operation_timeout=timeout
+            )
+        except KafkaException as exc:
+            return self._failed_request("create topic", [(s, s.name) for s in steps], exc)
+        outcomes = self._collect(
+            "create topic", [(s, s.name, futures[s.name]) for s in steps], timeout,
+            _UNCHANGED_CREATE,
+        )  # fmt: skip
+        for o in outcomes:
+            if o.status == "applied":
+                step = o.step
+                assert isinstance(step, CreateTopic)
+                log.info("Created remote topic %s with %d partitions on cluster %s",
+                         step.name, step.partitions, self.alias)  # fmt: skip
+        return outcomes
+
+    def _create_partitions(
+        self, steps: Sequence[CreatePartitions], timeout: float
+    ) -> list[Outcome]:
+        new = [NewPartitions(s.name, s.total) for s in steps]
+        try:
+            futures = self.client.create_partitions(
+                new, request_timeout=timeout, operation_timeout=timeout
+            )
+        except KafkaException as exc:
+            return self._failed_request("create partitions of", [(s, s.name) for s in steps], exc)
+        outcomes = self._collect(
+            "create partitions of", [(s, s.name, futures[s.name]) for s in steps], timeout,
+            frozenset({KafkaError.INVALID_PARTITIONS}),
+        )  # fmt: skip
+        for o in outcomes:
+            if o.status == "applied":
+                step = o.step
+                assert isinstance(step, CreatePartitions)
+                log.info("Increased size of %s to %d partitions on cluster %s",
+                         step.name, step.total, self.alias)  # fmt: skip
+        return outcomes
+
+    def _alter_configs(self, steps: Sequence[AlterTopicConfigs], timeout: float) -> list[Outcome]:
+        resources = []
+        for s in steps:
+            entries = [
+                ConfigEntry(
+                    op.key, op.value if op.op == "SET" else None,
+                    incremental_operation=(
+                        AlterConfigOpType.SET if op.op == "SET" else AlterConfigOpType.DELETE
+                    ),
+                )
+                for op in s.ops
+            ]  # fmt: skip
+            resources.append(
+                ConfigResource(CkResourceType.TOPIC, s.name, incremental_configs=entries)
+            )
+        try:
+            futures = self.client.incremental_alter_configs(resources, request_timeout=timeout)
+        except KafkaException as exc:
+            return self._failed_request("alter configs of topic", [(s, s.name) for s in steps],
+                                        exc)  # fmt: skip
+        by_name = {r.name: f for r, f in futures.items()}
+        return self._collect(
+            "alter configs of topic", [(s, s.name, by_name[s.name]) for s in steps], timeout
+        )
+
+    def _create_acls(self, steps: Sequence[CreateAcls], timeout: float) -> list[Outcome]:
+        items = [(s, r, to_acl_binding(r)) for s in steps for r in s.rules]
+        bindings = list({b: None for _, _, b in items})
+        try:
+            futures = self.client.create_acls(bindings, request_timeout=timeout)
+        except KafkaException as exc:
+            return self._failed_request("create ACL", [(s, str(r)) for s, r, _ in items], exc)
+        return self._collect("create ACL", [(s, str(r), futures[b]) for s, r, b in items], timeout)

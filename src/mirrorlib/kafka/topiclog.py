@@ -1,0 +1,227 @@
+"""Reading a whole (usually compacted) topic, like Kafka Connect's ``KafkaBasedLog``.
+
+MM2 keeps its state in topics: offset syncs, checkpoints, heartbeats and Connect offsets. A
+:class:`TopicLog` assigns every partition of one topic (or the ones asked for) to a group-less
+consumer, reads from the beginning and can then be polled again to follow new records. "Caught
+up" means the consumer's position has reached the end offsets that were listed at the time of the
+call, so a reader never waits for records that do not exist.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from mirrorlib.errors import ClusterError
+from mirrorlib.kafka import client_conf
+
+__all__ = ["Record", "TopicLog"]
+
+Record = Any  # a confluent_kafka.Message without error
+
+# librdkafka consumer-only properties, left out of the AdminClient built from a consumer config
+_CONSUMER_ONLY = frozenset(
+    {
+        "group.id",
+        "group.instance.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "auto.commit.interval.ms",
+        "isolation.level",
+        "enable.partition.eof",
+        "partition.assignment.strategy",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.wait.max.ms",
+        "max.partition.fetch.bytes",
+        "fetch.message.max.bytes",
+        "queued.min.messages",
+        "queued.max.messages.kbytes",
+        "check.crcs",
+        "group.protocol",
+        "group.remote.assignor",
+        "consume.callback.max.messages",
+        "fetch.queue.backoff.ms",
+        "fetch.error.backoff.ms",
+        "offset.store.method",
+        "allow.auto.create.topics",
+    }
+)
+
+
+class TopicLog:
+    """Follows one topic from the beginning with a group-less consumer.
+
+    ``config`` is a librdkafka consumer configuration (bootstrap, security); group and commit
+    settings are forced. ``alias`` names the cluster in errors.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        topic: str,
+        *,
+        alias: str,
+        partitions: Iterable[int] | None = None,
+        read_committed: bool = False,
+    ) -> None:
+        conf: dict[str, Any] = dict(config)
+        conf.update(
+            {
+                "group.id": conf.get("group.id", "mirrorlib-topic-log"),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+            }
+        )
+        self.topic = topic
+        self.alias = alias
+        self._consumer = Consumer(client_conf(conf))
+        self._read_committed = read_committed
+        self._admin = AdminClient(
+            client_conf({k: v for k, v in config.items() if k not in _CONSUMER_ONLY})
+        )
+        self._partitions = None if partitions is None else sorted(set(partitions))
+        self._assigned: list[int] = []
+
+    def _ensure_assigned(self, timeout: float) -> list[int]:
+        if self._assigned:
+            return self._assigned
+        partitions = self._partitions
+        if partitions is None:
+            try:
+                md = self._consumer.list_topics(self.topic, timeout=timeout)
+            except KafkaException as exc:
+                raise ClusterError(
+                    f"cluster {self.alias}: cannot read metadata of topic {self.topic}: {exc}"
+                ) from exc
+            meta = md.topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise ClusterError(
+                    f"cluster {self.alias}: topic {self.topic} does not exist"
+                    + (f" ({meta.error})" if meta is not None and meta.error else "")
+                )
+            partitions = sorted(meta.partitions)
+        self._consumer.assign(
+            [KafkaTopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
+        )
+        self._assigned = list(partitions)
+        return self._assigned
+
+    def end_offsets(self, timeout: float = 30.0) -> dict[int, int]:
+        """The end offset of each partition, in one ListOffsets request: the high watermark, or
+        the last stable offset when reading ``read_committed``."""
+        partitions = self._ensure_assigned(timeout)
+        deadline = time.monotonic() + timeout
+        isolation = (
+            IsolationLevel.READ_COMMITTED
+            if self._read_committed
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        while True:
+            request = {KafkaTopicPartition(self.topic, p): OffsetSpec.latest() for p in partitions}  # type: ignore[no-untyped-call]
+            remaining = max(deadline - time.monotonic(), 0.1)
+            try:
+                futures = self._admin.list_offsets(
+                    request, isolation_level=isolation, request_timeout=remaining
+                )
+                return {
+                    tp.partition: f.result(timeout=remaining).offset for tp, f in futures.items()
+                }
+            except (KafkaException, TimeoutError) as exc:
+                # a topic created a moment ago may not have a leader yet: retry until the deadline
+                if time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"cluster {self.alias}: cannot list end offsets of {self.topic}: {exc}"
+                    ) from exc
+                time.sleep(0.2)
+
+    def read_to_end(
+        self, handle: Callable[[Record], None], *, timeout: float = 60.0, batch: int = 1000
+    ) -> int:
+        """Deliver every record up to the end offsets listed now to ``handle``; return the count.
+
+        Raises :class:`ClusterError` when the end is not reached within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        ends = self.end_offsets(timeout=timeout)
+        positions = self._positions()
+        pending = {p for p, end in ends.items() if positions.get(p, 0) < end}
+        count = 0
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ClusterError(
+                    f"cluster {self.alias}: reading {self.topic} to its end timed out after "
+                    f"{timeout:.0f}s (partitions not caught up: {sorted(pending)})"
+                )
+            for msg in self._consumer.consume(batch, timeout=min(0.5, remaining)):
+                err = msg.error()
+                if err is not None:
+                    self._raise_if_fatal(err)
+                    continue
+                handle(msg)
+                count += 1
+                partition, offset = msg.partition(), msg.offset()
+                if (
+                    partition is not None
+                    and offset is not None
+                    and offset + 1 >= ends.get(partition, 0)
+                ):
+                    pending.discard(partition)
+            if pending:
+                positions = self._positions()
+                pending = {p for p in pending if positions.get(p, 0) < ends[p]}
+        return count
+
+    def poll(
+        self, handle: Callable[[Record], None], *, timeout: float = 0.5, batch: int = 1000
+    ) -> int:
+        """Deliver whatever new records arrive within ``timeout``; return the count."""
+        self._ensure_assigned(30.0)
+        count = 0
+        for msg in self._consumer.consume(batch, timeout=timeout):
+            err = msg.error()
+            if err is not None:
+                self._raise_if_fatal(err)
+                continue
+            handle(msg)
+            count += 1
+        return count
+
+    def _positions(self) -> dict[int, int]:
+        result: dict[int, int] = {}
+        for tp in self._consumer.position(
+            [KafkaTopicPartition(self.topic, p) for p in self._assigned]
+        ):
+            # a negative position means "nothing fetched yet": treat as the beginning
+            result[tp.partition] = max(tp.offset, 0)
+        return result
+
+    def _raise_if_fatal(self, err: KafkaError) -> None:
+        if err.fatal() or err.code() in (
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_TOPIC,
+        ):
+            raise ClusterError(f"cluster {self.alias}: reading {self.topic} failed: {err.str()}")
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> TopicLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

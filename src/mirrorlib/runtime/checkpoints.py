@@ -1,0 +1,228 @@
+"""Checkpoints and group offset sync for a flow A->B (MM2's MirrorCheckpointConnector/Task).
+
+Every ``emit.checkpoints.interval.seconds`` the committed offsets of each consumer group on A
+that passes the group filter are translated to B's offsets with an
+:class:`~mirrorlib.translate.OffsetTranslator` fed from the offset-syncs topic, and written as
+:class:`~mirrorlib.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Existing
+checkpoints are loaded first, so a restarted replicator never moves a checkpoint backwards
+(except after an upstream rewind of the group, as in MM2). With ``sync.group.offsets.enabled``
+the translated offsets are also committed to the group on B while it has no active members
+there, and never rewind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Producer
+
+from mirrorlib.checkpointing import (
+    CheckpointStore,
+    checkpoints_for_group,
+    group_offsets_to_sync,
+    rename_topic,
+)
+from mirrorlib.errors import CodecError
+from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.groups import GroupAdmin, GroupState
+from mirrorlib.kafka.topiclog import TopicLog
+from mirrorlib.records import Checkpoint, OffsetSync
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.runtime.status import StatsRegistry
+from mirrorlib.syncs import lineage_from_headers
+from mirrorlib.translate import OffsetTranslator
+
+__all__ = ["CheckpointTask"]
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointTask:
+    """Emits checkpoints (and syncs group offsets) for one flow; run :meth:`run` in a thread."""
+
+    def __init__(self, settings: FlowSettings, stats: StatsRegistry) -> None:
+        self.s = settings
+        self.stats = stats
+        self.translator = OffsetTranslator()
+        self.store = CheckpointStore()
+        self.groups: list[str] = []
+        self.corrupt_records = 0
+        self.initialized = threading.Event()
+
+    def _rename(self, topic: str) -> str:
+        return rename_topic(self.s.policy, self.s.source, self.s.target, topic)
+
+    def _on_sync(self, msg: Any) -> None:
+        try:
+            sync = OffsetSync.decode(msg.key(), msg.value())
+        except CodecError as exc:
+            self.corrupt_records += 1
+            log.warning(
+                "flow %s: skipping corrupt offset sync at %s-%d@%d: %s",
+                self.s.name,
+                msg.topic(),
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
+            return
+        self.translator.add(sync, lineage_from_headers(msg.headers()))
+
+    def _on_checkpoint(self, msg: Any) -> None:
+        try:
+            cp = Checkpoint.decode(msg.key(), msg.value())
+        except CodecError as exc:
+            self.corrupt_records += 1
+            log.warning(
+                "flow %s: skipping corrupt checkpoint at %s@%d: %s",
+                self.s.name,
+                msg.topic(),
+                msg.offset(),
+                exc,
+            )
+            return
+        if self.s.should_replicate_group(cp.group):
+            self.store.add(cp)
+
+    def run(self, stop: threading.Event) -> None:
+        s = self.s
+        attempt = 0
+        while not stop.is_set():
+            try:
+                self._run(stop)
+                return
+            except Exception as exc:
+                delay = min(60.0, 2.0 ** min(attempt, 6))
+                attempt += 1
+                self.stats.set_error("checkpoints", f"{type(exc).__name__}: {exc}")
+                log.exception("flow %s: checkpoint task failed; retrying in %.0fs", s.name, delay)
+                stop.wait(delay)
+
+    def _run(self, stop: threading.Event) -> None:
+        s = self.s
+        source_groups = GroupAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout_s)
+        target_groups = GroupAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout_s)
+        producer = Producer(
+            client_conf(
+                s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
+            )
+        )
+        self.store = CheckpointStore()
+        self.translator = OffsetTranslator()
+        with TopicLog(
+            s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
+        ) as cps_log:
+            cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout_s)
+        syncs_log = TopicLog(
+            s.offset_syncs_consumer,
+            s.offset_syncs_topic,
+            alias=s.offset_syncs_alias,
+            partitions=[0],
+        )
+        try:
+            syncs_log.read_to_end(self._on_sync, timeout=max(s.admin_timeout_s, 120.0))
+            self.initialized.set()
+            self.stats.set_error("checkpoints", None)
+            next_groups = 0.0
+            next_emit = time.monotonic() + min(s.emit_checkpoints_interval_s, 1.0)
+            next_sync = time.monotonic() + s.sync_group_offsets_interval_s
+            while not stop.is_set():
+                syncs_log.poll(self._on_sync, timeout=0.2)
+                now = time.monotonic()
+                if now >= next_groups:
+                    self.groups = [
+                        g for g in source_groups.list_groups() if s.should_replicate_group(g)
+                    ]
+                    next_groups = now + s.refresh_groups_interval_s
+                if now >= next_emit:
+                    self._emit(source_groups, producer)
+                    next_emit = now + s.emit_checkpoints_interval_s
+                if s.sync_group_offsets_enabled and now >= next_sync:
+                    self._sync_group_offsets(target_groups)
+                    next_sync = now + s.sync_group_offsets_interval_s
+                stop.wait(0.3)
+        finally:
+            syncs_log.close()
+            producer.flush(10.0)
+
+    def _emit(self, source_groups: GroupAdmin, producer: Any) -> None:
+        s = self.s
+        emitted = 0
+        for group in self.groups:
+            timestamp = int(time.time() * 1000)
+            try:
+                offsets = source_groups.committed_offsets(group)
+            except Exception as exc:
+                log.warning("flow %s: cannot read offsets of group %s: %s", s.name, group, exc)
+                continue
+            cps = checkpoints_for_group(
+                group,
+                offsets,
+                translate=self.translator.translate,
+                rename=self._rename,
+                should_checkpoint_topic=s.should_replicate_topic,
+                store=self.store,
+            )
+            for cp in cps:
+                producer.produce(
+                    s.checkpoints_topic,
+                    cp.encode_value(),
+                    cp.encode_key(),
+                    0,
+                    timestamp=timestamp,
+                    on_delivery=self._delivered(timestamp),
+                )
+                self.store.add(cp)
+                emitted += 1
+        if emitted:
+            producer.flush(s.admin_timeout_s)
+
+    def _delivered(self, timestamp: int) -> Any:
+        def done(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self.stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
+                return
+            now = int(time.time() * 1000)
+            self.stats.checkpoints_emitted += 1
+            self.stats.last_checkpoint_ms = now
+            self.stats.checkpoint_latency.record(now - timestamp)
+
+        return done
+
+    def _sync_group_offsets(self, target_groups: GroupAdmin) -> None:
+        s = self.s
+        groups = self.store.groups()
+        try:
+            states = target_groups.states(groups)
+        except Exception as exc:
+            log.warning("flow %s: cannot describe groups on %s: %s", s.name, s.target, exc)
+            return
+        for group in groups:
+            state = states.get(group, GroupState.UNKNOWN)
+            if state not in (GroupState.ABSENT, GroupState.EMPTY):
+                continue  # active (or unknown) on the target: never touch it
+            try:
+                current = (
+                    None if state is GroupState.ABSENT else target_groups.committed_offsets(group)
+                )
+                offsets = group_offsets_to_sync(self.store.group(group).values(), current)
+                if offsets:
+                    target_groups.commit_offsets(group, offsets)
+                    log.info(
+                        "flow %s: synced %d offsets of group %s to %s",
+                        s.name,
+                        len(offsets),
+                        group,
+                        s.target,
+                    )
+            except Exception as exc:
+                log.warning(
+                    "flow %s: syncing offsets of group %s to %s failed: %s",
+                    s.name,
+                    group,
+                    s.target,
+                    exc,
+                )

@@ -1,0 +1,651 @@
+"""The record copier of a flow A->B: consume from A, produce to B, keep positions and offset syncs.
+
+Delivery guarantees
+-------------------
+* **At-least-once** (default). A source position is stored only after every record up to it was
+  acknowledged by the target (``acks=all``, idempotent producer, so per-partition order holds).
+  After a crash, replication resumes at the stored position: records copied since the last
+  position flush are copied again (duplicates), none is skipped.
+* **Exactly-once** (``<target>.exactly.once.source.support = enabled``). Records and the positions
+  that cover them are written in one Kafka transaction on the target; the position topic is read
+  with ``read_committed``. A ``read_committed`` consumer of the target sees every source record
+  exactly once, whatever moment the process is killed. Fencing is per node
+  (``transactional.id`` = ``mirrorlib-<A>-><B>-<node>``): a restarted node fences its previous
+  incarnation.
+* **Loss is never silent.** A position that the source log no longer holds (retention, deleted and
+  recreated topic) is reported with the lost offset range; ``data.loss.action`` chooses between
+  failing the flow (default) and continuing with the gap counted in ``lost-records``. A record the
+  target refuses (e.g. too large) stops its partition at that record, with the error in the
+  status, and is retried with back-off; later records of that partition are never acknowledged
+  past it.
+
+Partitions are shared between processes running the same flow through a consumer group on the
+source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
+target's offsets topic, never from that group, which commits nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirrorlib.kafka import client_conf
+from mirrorlib.records import TopicPartition
+from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.runtime.positions import PositionStore
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.runtime.status import FlowState, PartitionStats, StatsRegistry
+from mirrorlib.syncs import EmittedSync, OffsetSyncEmitter
+
+__all__ = ["Copier", "DataLossError"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class DataLossError(Exception):
+    """Raised inside the copier when the source no longer holds the stored position."""
+
+
+class _Part:
+    """Copier state of one assigned source partition."""
+
+    __slots__ = (
+        "acked",
+        "blocked_at",
+        "key",
+        "parked_until",
+        "remote",
+        "retries",
+        "stats",
+        "tp",
+        "txn_last",
+    )
+
+    def __init__(self, key: tuple[str, int], remote: str, stats: PartitionStats) -> None:
+        self.key = key
+        self.tp = TopicPartition(key[0], key[1])
+        self.remote = remote
+        self.stats = stats
+        self.acked: int | None = None  # last upstream offset acknowledged contiguously
+        self.blocked_at: int | None = None  # first upstream offset whose delivery failed
+        self.parked_until = 0.0
+        self.retries = 0
+        self.txn_last: int | None = None  # EOS: last upstream offset produced in open txn
+
+
+class Copier:
+    """Copies records of one flow; run :meth:`run` in a dedicated thread."""
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        catalog: TopicCatalog,
+        stats: StatsRegistry,
+        positions: PositionStore,
+    ) -> None:
+        self.s = settings
+        self.catalog = catalog
+        self.stats = stats
+        self.positions = positions
+        self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
+        self._parts: dict[tuple[str, int], _Part] = {}
+        self._inflight: dict[tuple[str, int], deque[tuple[_Part, int, int]]] = {}
+        self._remote_of: dict[str, RemoteTopic] = {}
+        self._catalog_version = -1
+        self._subscribed: list[str] = []
+        self._dirty: set[tuple[str, int]] = set()
+        self._txn_open = False
+        self._txn_started = 0.0
+        self._txn_syncs: list[tuple[_Part, int, int]] = []
+        self._last_flush = time.monotonic()
+        self._last_watermarks = 0.0
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._sync_producer: Any = None
+        self.failed: str | None = None
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        s = self.s
+        cconf: dict[str, Any] = dict(s.source_consumer)
+        cconf.update(
+            {
+                "group.id": s.copier_group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",  # we apply the reset rule ourselves: no silent jumps
+                "partition.assignment.strategy": "cooperative-sticky",
+                "enable.partition.eof": False,
+            }
+        )
+        if s.exactly_once:
+            cconf["isolation.level"] = "read_committed"
+        else:
+            cconf.setdefault("isolation.level", "read_uncommitted")
+        pconf: dict[str, Any] = dict(s.target_producer)
+        pconf.update({"enable.idempotence": True, "acks": "all", "on_delivery": self._on_delivery})
+        pconf.setdefault("linger.ms", 5)
+        pconf.setdefault("batch.size", 1_000_000)
+        pconf.setdefault("queue.buffering.max.messages", 500_000)
+        pconf.setdefault("queue.buffering.max.kbytes", 1_048_576)
+        if s.exactly_once:
+            pconf["transactional.id"] = s.transactional_id
+        self._producer = Producer(client_conf(pconf))
+        if s.exactly_once:
+            self._producer.init_transactions(s.admin_timeout_s)
+        if s.emit_offset_syncs:
+            sconf: dict[str, Any] = dict(s.offset_syncs_producer)
+            sconf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 0})
+            self._sync_producer = Producer(client_conf(sconf))
+        self._consumer = Consumer(client_conf(cconf))
+
+    def _close(self, graceful: bool) -> None:
+        consumer, self._consumer = self._consumer, None
+        try:
+            if graceful and self.failed is None:
+                self._checkpoint_positions(final=True)
+        except Exception as exc:  # closing must not hide the original problem
+            log.warning("flow %s: final position flush failed: %s", self.s.name, exc)
+        if consumer is not None:
+            try:
+                self._consumer = consumer
+                consumer.close()  # revokes partitions (callbacks run here)
+            except Exception as exc:
+                log.warning("flow %s: closing the source consumer failed: %s", self.s.name, exc)
+            finally:
+                self._consumer = None
+        if self._sync_producer is not None:
+            self._sync_producer.flush(5.0)
+            self._sync_producer = None
+        if self._producer is not None:
+            self._producer.flush(10.0)
+            self._producer = None
+        self._parts.clear()
+        self._inflight.clear()
+        self._subscribed = []
+        self._catalog_version = -1
+
+    # -- main loop -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        attempt = 0
+        while not stop.is_set() and self.failed is None:
+            try:
+                self._open()
+                self.stats.set_error("copier", None)
+                attempt = 0
+                self._loop(stop)
+                self._close(graceful=True)
+            except DataLossError as exc:
+                self.failed = str(exc)
+                self.stats.set_error("copier", str(exc))
+                self.stats.state = FlowState.FAILED
+                log.error("flow %s stopped: %s", self.s.name, exc)
+                self._close(graceful=False)
+            except Exception as exc:
+                delay = _RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)]
+                attempt += 1
+                self.stats.set_error(
+                    "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
+                )
+                log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
+                self._close(graceful=False)
+                stop.wait(delay)
+
+    def _loop(self, stop: threading.Event) -> None:
+        s = self.s
+        consumer = self._consumer
+        producer = self._producer
+        batch = s.consume_batch
+        eos = s.exactly_once
+        while not stop.is_set():
+            self._sync_subscription()
+            if not self._subscribed:
+                stop.wait(0.2)
+                continue
+            msgs = consumer.consume(batch, timeout=0.1)
+            if msgs:
+                if eos and not self._txn_open:
+                    producer.begin_transaction()
+                    self._txn_open = True
+                    self._txn_started = time.monotonic()
+                self._copy(msgs)
+            producer.poll(0)
+            now = time.monotonic()
+            if eos:
+                if self._txn_open and (now - self._txn_started >= s.transaction_interval_s):
+                    self._commit_transaction()
+            elif now - self._last_flush >= s.flush_interval_s:
+                self._checkpoint_positions()
+            self._retry_parked(now)
+            self._send_offset_syncs()
+            if now - self._last_watermarks >= 2.0:
+                self._refresh_end_offsets()
+                self._last_watermarks = now
+
+    def _copy(self, msgs: list[Any]) -> None:
+        produce = self._producer.produce
+        parts = self._parts
+        inflight = self._inflight
+        now_ms = time.time() * 1000.0
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                self._on_consume_error(msg, err)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            part = parts.get((topic, partition))
+            if part is None or part.parked_until:
+                continue  # not ours any more, or waiting for a retry (it was seeked back)
+            value = msg.value()
+            ts = msg.timestamp()[1]
+            remote = part.remote
+            try:
+                produce(
+                    remote,
+                    value,
+                    msg.key(),
+                    partition,
+                    timestamp=ts if ts > 0 else 0,
+                    headers=msg.headers(),
+                )
+            except BufferError:
+                # the producer queue is full: serve delivery reports, then retry once more
+                while True:
+                    self._producer.poll(0.05)
+                    try:
+                        produce(
+                            remote,
+                            value,
+                            msg.key(),
+                            partition,
+                            timestamp=ts if ts > 0 else 0,
+                            headers=msg.headers(),
+                        )
+                        break
+                    except BufferError:
+                        continue
+            except KafkaException as exc:
+                self._park(part, msg.offset(), f"target refused the record: {exc}")
+                continue
+            q = inflight.get((remote, partition))
+            if q is None:
+                q = inflight[(remote, partition)] = deque()
+            offset = msg.offset()
+            q.append((part, offset, ts))
+            st = part.stats
+            st.byte_count += len(value) if value is not None else 0
+            if ts > 0:
+                st.age.record(now_ms - ts)
+            if self.s.exactly_once:
+                part.txn_last = offset
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        q = self._inflight.get((msg.topic(), msg.partition()))
+        if not q:
+            return
+        part, upstream, ts = q.popleft()
+        if err is not None:
+            if part.blocked_at is None or upstream < part.blocked_at:
+                part.blocked_at = upstream
+            self._park(
+                part,
+                upstream,
+                f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by {self.s.target} "
+                f"({msg.topic()}): {err.str()}",
+                from_delivery=True,
+            )
+            return
+        if part.blocked_at is not None and upstream >= part.blocked_at:
+            return  # a later record succeeded after an earlier one failed: it will be re-sent
+        st = part.stats
+        st.record_count += 1
+        if ts > 0:
+            st.tail_timestamp_ms = ts
+            st.latency.record(time.time() * 1000.0 - ts)
+        if self.s.exactly_once:
+            self._txn_syncs.append((part, upstream, msg.offset()))
+            return
+        part.acked = upstream
+        st.position = upstream + 1
+        self._dirty.add(part.key)
+        if self.s.emit_offset_syncs:
+            self.emitter.record(part.tp, upstream, msg.offset())
+
+    # -- subscription and assignment -------------------------------------------------------------
+
+    def _sync_subscription(self) -> None:
+        if self.catalog.version == self._catalog_version:
+            return
+        version, topics = self.catalog.snapshot()
+        self._catalog_version = version
+        self._remote_of = topics
+        for part in self._parts.values():  # partitions may have grown on the target
+            rt = topics.get(part.key[0])
+            if rt is not None:
+                part.remote = rt.name
+        names = sorted(topics)
+        if names == self._subscribed:
+            return
+        self._subscribed = names
+        if names:
+            self._consumer.subscribe(
+                names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        else:
+            self._consumer.unsubscribe()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if not partitions:
+            consumer.incremental_assign([])
+            return
+        started = time.monotonic()
+        self.positions.refresh(timeout=self.s.admin_timeout_s)
+        log.debug("flow %s: positions read in %.2fs", self.s.name, time.monotonic() - started)
+        assign = []
+        for ktp in partitions:
+            key = (ktp.topic, ktp.partition)
+            rt = self._remote_of.get(ktp.topic)
+            remote = (
+                rt.name
+                if rt is not None
+                else self.s.policy.format_remote_topic(self.s.source, ktp.topic)
+            )
+            stats = self.stats.partition(ktp.topic, ktp.partition, remote)
+            part = _Part(key, remote, stats)
+            last = self.positions.last_replicated(*key)
+            part.acked = last
+            self._parts[key] = part
+            if last is not None:
+                start = last + 1
+                stats.position = start
+            else:
+                start = OFFSET_END if self.s.auto_offset_reset == "latest" else OFFSET_BEGINNING
+            self.emitter.forget(part.tp)
+            if rt is not None and ktp.partition >= rt.partitions:
+                part.parked_until = time.monotonic() + 1.0
+                stats.error = (
+                    f"waiting for partition {ktp.partition} of {rt.name} on {self.s.target}"
+                )
+            assign.append(KafkaTopicPartition(ktp.topic, ktp.partition, start))
+        log.info("flow %s: assigned %s", self.s.name, [f"{t.topic}-{t.partition}" for t in assign])
+        consumer.incremental_assign(assign)
+        for ktp in assign:
+            part = self._parts[(ktp.topic, ktp.partition)]
+            if part.parked_until:
+                consumer.pause([KafkaTopicPartition(ktp.topic, ktp.partition)])
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        try:
+            self._checkpoint_positions(only=keys)
+        finally:
+            self._forget(keys)
+            consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        if self.s.exactly_once and self._txn_open:
+            self._abort_transaction()
+        self._forget(keys)
+        consumer.incremental_unassign(partitions)
+
+    def _forget(self, keys: set[tuple[str, int]]) -> None:
+        for key in keys:
+            part = self._parts.pop(key, None)
+            if part is not None:
+                self.emitter.forget(part.tp)
+            self.stats.drop_partition(*key)
+            self._dirty.discard(key)
+
+    # -- positions and transactions -------------------------------------------------------------
+
+    def _checkpoint_positions(
+        self, *, only: set[tuple[str, int]] | None = None, final: bool = False
+    ) -> None:
+        """Make positions durable: commit the open transaction (EOS), or write acknowledged
+        positions to the offsets topic (at-least-once)."""
+        if self._producer is None:
+            return
+        if self.s.exactly_once:
+            if self._txn_open:
+                self._commit_transaction()
+            return
+        remaining = self._producer.flush(self.s.admin_timeout_s if (only or final) else 0)
+        del remaining
+        keys = self._dirty if only is None else (self._dirty & only)
+        records = []
+        for key in list(keys):
+            part = self._parts.get(key)
+            if part is not None and part.acked is not None:
+                records.append((key[0], key[1], part.acked))
+            self._dirty.discard(key)
+        for partition, k, v in self.positions.records(records):
+            self._producer.produce(self.positions.topic, v, k, partition)
+        for topic, partition, offset in records:
+            self.positions.remember(topic, partition, offset)
+        if records and (only or final):
+            self._producer.flush(self.s.admin_timeout_s)
+        self.emitter.promote_delayed()
+        self._send_offset_syncs()
+        self._last_flush = time.monotonic()
+
+    def _commit_transaction(self) -> None:
+        producer = self._producer
+        records = [
+            (p.key[0], p.key[1], p.txn_last) for p in self._parts.values() if p.txn_last is not None
+        ]
+        for partition, k, v in self.positions.records(records):
+            producer.produce(self.positions.topic, v, k, partition)
+        try:
+            producer.commit_transaction(self.s.admin_timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            log.warning("flow %s: transaction commit failed: %s", self.s.name, exc)
+            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+                self._abort_transaction()
+                return
+            raise
+        self._txn_open = False
+        for topic, partition, offset in records:
+            self.positions.remember(topic, partition, offset)
+        for part in self._parts.values():
+            if part.txn_last is not None:
+                part.acked = part.txn_last
+                part.stats.position = part.txn_last + 1
+                part.txn_last = None
+        if self.s.emit_offset_syncs:
+            for part, up, down in self._txn_syncs:
+                if part.key in self._parts:
+                    self.emitter.record(part.tp, up, down)
+        self._txn_syncs.clear()
+        if time.monotonic() - self._last_flush >= self.s.flush_interval_s:
+            self.emitter.promote_delayed()
+            self._last_flush = time.monotonic()
+        self._send_offset_syncs()
+
+    def _abort_transaction(self) -> None:
+        try:
+            self._producer.abort_transaction(self.s.admin_timeout_s)
+        finally:
+            self._txn_open = False
+            self._txn_syncs.clear()
+            for part in self._parts.values():
+                part.txn_last = None
+                part.blocked_at = None
+                start = 0 if part.acked is None else part.acked + 1
+                if part.acked is None:
+                    self._seek(part, OFFSET_BEGINNING)
+                else:
+                    self._seek(part, start)
+            for q in self._inflight.values():
+                q.clear()
+
+    # -- failures --------------------------------------------------------------------------------
+
+    def _seek(self, part: _Part, offset: int) -> None:
+        try:
+            self._consumer.seek(KafkaTopicPartition(part.key[0], part.key[1], offset))
+        except KafkaException as exc:
+            log.debug("seek %s to %s failed (%s); pausing instead", part.key, offset, exc)
+
+    def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
+        """Stop a partition at ``offset`` and retry it later with back-off."""
+        delay = _RETRY_BACKOFF_S[min(part.retries, len(_RETRY_BACKOFF_S) - 1)]
+        part.retries += 1
+        if not part.parked_until:
+            log.error(
+                "flow %s: %s; partition paused, retrying in %.0fs", self.s.name, reason, delay
+            )
+        part.parked_until = time.monotonic() + delay
+        part.stats.error = reason
+        ktp = KafkaTopicPartition(part.key[0], part.key[1])
+        with contextlib.suppress(KafkaException):
+            self._consumer.pause([ktp])
+        part.blocked_at = offset if part.blocked_at is None else min(part.blocked_at, offset)
+        if self.s.exactly_once and self._txn_open and from_delivery:
+            return  # the commit will fail and abort; positions roll back there
+        self._seek(part, part.blocked_at)
+
+    def _retry_parked(self, now: float) -> None:
+        for part in self._parts.values():
+            if part.parked_until and now >= part.parked_until:
+                q = self._inflight.get((part.remote, part.key[1]))
+                if q:
+                    continue  # wait for outstanding delivery reports of this partition
+                rt = self._remote_of.get(part.key[0])
+                if rt is not None and part.key[1] >= rt.partitions:
+                    part.parked_until = now + 1.0
+                    continue
+                part.parked_until = 0.0
+                if part.blocked_at is not None:
+                    self._seek(part, part.blocked_at)
+                part.blocked_at = None
+                part.stats.error = None
+                self._consumer.resume([KafkaTopicPartition(part.key[0], part.key[1])])
+
+    def _on_consume_error(self, msg: Any, err: KafkaError) -> None:
+        code = err.code()
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            self._on_out_of_range(msg.topic(), msg.partition(), err)
+            return
+        if err.fatal():
+            raise KafkaException(err)
+        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            log.warning(
+                "flow %s: source topic %s vanished: %s", self.s.name, msg.topic(), err.str()
+            )
+            return
+        self.stats.set_error("source", f"{self.s.source}: {err.str()}")
+        log.warning("flow %s: source consumer error: %s", self.s.name, err.str())
+
+    def _on_out_of_range(self, topic: str | None, partition: int | None, err: KafkaError) -> None:
+        if topic is None or partition is None:
+            raise KafkaException(err)
+        part = self._parts.get((topic, partition))
+        if part is None:
+            return
+        low, high = self._consumer.get_watermark_offsets(
+            KafkaTopicPartition(topic, partition), timeout=self.s.admin_timeout_s
+        )
+        expected = 0 if part.acked is None else part.acked + 1
+        if expected < low:
+            lost = (expected, low - 1)
+            what = f"retention removed offsets {lost[0]}..{lost[1]} before they were replicated"
+            resume = low
+        else:
+            lost = (high, expected - 1)
+            what = (
+                f"the log ends at {high} but the stored position is {expected} "
+                "(topic deleted and recreated, or truncated)"
+            )
+            resume = low
+        count = max(lost[1] - lost[0] + 1, 0)
+        message = (
+            f"data loss on {self.s.source} {topic}-{partition}: {what}; "
+            f"{count} record(s) cannot be replicated"
+        )
+        if self.s.data_loss_action == "fail":
+            raise DataLossError(message + " (flow stopped; set data.loss.action=continue to skip)")
+        log.error("%s; continuing at offset %d as data.loss.action=continue", message, resume)
+        part.stats.lost_records += count
+        part.stats.error = message
+        self._seek(part, resume)
+        part.acked = resume - 1 if resume > 0 else None
+        self._dirty.add(part.key)
+
+    # -- offset syncs and lag ----------------------------------------------------------------------
+
+    def _send_offset_syncs(self) -> None:
+        if self._sync_producer is None:
+            return
+        pending = self.emitter.take_pending()
+        for emitted in pending:
+            self._sync_producer.produce(
+                self.s.offset_syncs_topic,
+                emitted.sync.encode_value(),
+                emitted.sync.encode_key(),
+                0,
+                headers=emitted.headers(),
+                on_delivery=self._sync_delivered(emitted),
+            )
+        self._sync_producer.poll(0)
+
+    def _sync_delivered(self, emitted: EmittedSync) -> Any:
+        def done(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                self.stats.offset_syncs_emitted += 1
+            else:
+                log.warning(
+                    "flow %s: offset sync %s was not written: %s",
+                    self.s.name,
+                    emitted.sync,
+                    err.str(),
+                )
+                self.emitter.mark_failed(emitted)
+
+        return done
+
+    def _refresh_end_offsets(self) -> None:
+        """Update lag inputs: source end offsets (from fetch responses, no extra requests) and,
+        for partitions with nothing replicated yet, the consumer's position."""
+        parts = list(self._parts.values())
+        try:
+            consumed = self._consumer.position(
+                [KafkaTopicPartition(p.key[0], p.key[1]) for p in parts if p.acked is None]
+            )
+        except KafkaException:
+            consumed = []
+        for ktp in consumed:
+            part = self._parts.get((ktp.topic, ktp.partition))
+            if part is not None and ktp.offset >= 0 and part.stats.position is None:
+                part.stats.position = ktp.offset
+        for part in parts:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    KafkaTopicPartition(part.key[0], part.key[1]), cached=True
+                )
+            except KafkaException:
+                continue
+            if high >= 0:
+                part.stats.end_offset = high
+                if part.acked is None and part.stats.position is None and low == high:
+                    part.stats.position = high  # an empty partition: nothing to replicate

@@ -1,0 +1,393 @@
+"""ClusterAdmin against two real local clusters A -> B: snapshot, plan, apply, re-snapshot.
+
+Runs on the shared session clusters ``A``/``B`` of the mirrorlib pytest plugin, so every test
+uses its own topic-name prefix and a flow filter that only accepts its own topics.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+
+import pytest
+
+from mirrorlib.errors import ClusterError, KafkaRequestError, PlanApplyError
+from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.plans import (
+    ConfigOp,
+    ConfigPlan,
+    ConfigValue,
+    CreatePartitions,
+    CreateTopic,
+    DefaultConfigPropertyFilter,
+    TopicPlan,
+    TopicSnapshot,
+    plan_acls,
+    plan_topic_configs,
+    plan_topics,
+)
+from mirrorlib.policy import DefaultReplicationPolicy
+from tests.kafka._util import eventually, unique
+
+pytestmark = pytest.mark.integration
+
+POLICY = DefaultReplicationPolicy()
+
+
+class Flow:
+    """A -> B for the topics of one test (prefix), with both admins."""
+
+    def __init__(self, a, b, prefix: str, **options) -> None:
+        self.a_cluster, self.b_cluster = a, b
+        self.a = ClusterAdmin(a.admin_client_config(), alias="A", timeout=15)
+        self.b = ClusterAdmin(b.admin_client_config(), alias="B", timeout=15)
+        self.prefix = prefix
+        self.options = {"use_defaults_from": "target", **options}
+
+    def accepts(self, topic: str) -> bool:
+        return topic.startswith(self.prefix)
+
+    def remote(self, topic: str) -> str:
+        return POLICY.format_remote_topic("A", topic)
+
+    def source(self) -> dict[str, TopicSnapshot]:
+        return self.a.snapshot([t for t in self.a.list_topics() if self.accepts(t)])
+
+    def target(self) -> dict[str, TopicSnapshot]:
+        return self.b.snapshot(
+            [t for t in self.b.list_topics() if t.startswith("A." + self.prefix)]
+        )
+
+    def topic_plan(self) -> TopicPlan:
+        return plan_topics(
+            self.source(),
+            self.b.list_topics(),
+            source_alias="A",
+            policy=POLICY,
+            should_replicate=self.accepts,
+            replication_factor=1,
+            target_alias="B",
+            config_filter=self.options.get("config_filter", DefaultConfigPropertyFilter()),
+            use_defaults_from=self.options["use_defaults_from"],
+        )
+
+    def config_plan(self) -> ConfigPlan:
+        return plan_topic_configs(
+            self.source(),
+            self.target(),
+            source_alias="A",
+            policy=POLICY,
+            should_replicate=self.accepts,
+            target_alias="B",
+            config_filter=self.options.get("config_filter", DefaultConfigPropertyFilter()),
+            use_defaults_from=self.options["use_defaults_from"],
+        )
+
+    def sync(self) -> None:
+        """One full round: topics, then configs (what the replicator does periodically)."""
+        self.b.apply(self.topic_plan())
+        eventually(self._all_created)
+        self.b.apply(self.config_plan())
+
+    def _all_created(self) -> None:
+        assert self.topic_plan().creates == ()
+
+    def wait_stable(self) -> None:
+        def check() -> None:
+            assert self.topic_plan().is_empty, self.topic_plan().describe()
+            assert self.config_plan().is_empty, self.config_plan().describe()
+
+        eventually(check)
+
+
+def alter(cluster, topic: str, ops: list[tuple[str, str, str | None]]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entries = [
+        ConfigEntry(k, v, incremental_operation=getattr(AlterConfigOpType, op)) for k, op, v in ops
+    ]
+    admin = cluster.admin_client()
+    futures = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]
+    )
+    for f in futures.values():
+        f.result(30)
+
+
+def grow(cluster, topic: str, total: int) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    admin = cluster.admin_client()
+    for f in admin.create_partitions([NewPartitions(topic, total)]).values():
+        f.result(30)
+
+
+@pytest.fixture
+def flow(two_clusters) -> Callable[..., Flow]:
+    a, b = two_clusters
+
+    def make(**options) -> Flow:
+        return Flow(a, b, unique("adm"), **options)
+
+    return make
+
+
+def configs_of(snapshot: TopicSnapshot) -> dict[str, str | None]:
+    """The topic-level overrides of a snapshot."""
+    return {k: v.value for k, v in snapshot.configs.items() if v.is_topic_override}
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+
+def test_snapshot_reads_partitions_and_configs(flow) -> None:
+    f = flow()
+    name = f.prefix + "-orders"
+    f.a_cluster.create_topic(name, 3, config={"retention.ms": "3600000"})
+    snap = f.a.snapshot([name, "no-such-topic"])
+    assert set(snap) == {name}
+    assert snap[name].partitions == 3
+    retention = snap[name].configs["retention.ms"]
+    assert retention == ConfigValue("3600000", source="DYNAMIC_TOPIC_CONFIG")
+    segment = snap[name].configs["segment.bytes"]
+    assert segment.is_default and segment.source == "DEFAULT_CONFIG"
+    assert f.a.list_topics()[name] == 3
+    assert "__consumer_offsets" not in f.a.list_topics()
+    assert "__consumer_offsets" in f.a.list_topics(include_internal=True)
+    assert f.a.describe_configs([]) == {}
+    assert f.a.describe_configs(["no-such-topic"]) == {}
+    bare = f.a.snapshot([name], configs=False)
+    assert bare == {name: TopicSnapshot(name, 3)}
+
+
+def test_describe_cluster(two_clusters) -> None:
+    a, _ = two_clusters
+    desc = ClusterAdmin(a.admin_client_config(), alias="A").describe_cluster()
+    assert desc.cluster_id
+    assert len(desc.brokers) == 1
+    assert f"{desc.brokers[0].host}:{desc.brokers[0].port}" == a.bootstrap_servers
+    assert desc.controller_id is not None
+
+
+# -- topics and configs A -> B --------------------------------------------------------------------
+
+
+def test_plan_apply_resnapshot(flow) -> None:
+    f = flow()
+    orders, plain = f.prefix + "-orders", f.prefix + "-plain"
+    f.a_cluster.create_topic(orders, 3, config={
+        "retention.ms": "3600000", "cleanup.policy": "compact", "min.insync.replicas": "1",
+        "max.message.bytes": "200000",
+    })  # fmt: skip
+    f.a_cluster.create_topic(plain, 1)
+
+    plan = f.topic_plan()
+    assert plan.steps == (
+        CreateTopic(
+            f.remote(orders),
+            3,
+            1,
+            {"retention.ms": "3600000", "cleanup.policy": "compact", "max.message.bytes": "200000"},
+            source_topic=orders,
+        ),
+        CreateTopic(f.remote(plain), 1, 1, {}, source_topic=plain),
+    )
+    result = f.b.apply(plan)
+    assert result.ok and [o.status for o in result.outcomes] == ["applied", "applied"]
+
+    def created() -> dict[str, TopicSnapshot]:
+        target = f.target()
+        assert set(target) == {f.remote(orders), f.remote(plain)}
+        return target
+
+    target = eventually(created)
+    assert target[f.remote(orders)].partitions == 3
+    assert configs_of(target[f.remote(orders)]) == {
+        "retention.ms": "3600000", "cleanup.policy": "compact", "max.message.bytes": "200000",
+    }  # fmt: skip
+    # min.insync.replicas is excluded: the target keeps its own
+    assert not target[f.remote(orders)].configs["min.insync.replicas"].is_topic_override
+    assert target[f.remote(plain)].partitions == 1 and configs_of(target[f.remote(plain)]) == {}
+    # a second round has nothing to do: no topic to create, no config op that changes anything
+    f.wait_stable()
+    # applying the same creation plan again is harmless
+    again = f.b.apply(plan)
+    assert [o.status for o in again.outcomes] == ["unchanged", "unchanged"]
+
+
+def test_config_changes_follow_the_source(flow) -> None:
+    f = flow()
+    name = f.prefix + "-cfg"
+    remote = f.remote(name)
+    f.a_cluster.create_topic(name, 1, config={"retention.ms": "3600000"})
+    f.sync()
+    f.wait_stable()
+
+    # a changed source override is SET on the target
+    alter(f.a_cluster, name, [("retention.ms", "SET", "7200000")])
+    plan = eventually(lambda: _nonempty(f.config_plan()))
+    assert [a.ops for a in plan.alters] == [(ConfigOp("retention.ms", "SET", "7200000"),)]
+    f.b.apply(plan)
+    f.wait_stable()
+    assert configs_of(f.target()[remote]) == {"retention.ms": "7200000"}
+
+    # a removed source override is DELETEd: the target goes back to its own default
+    # (testReplicateTargetDefault), and a target-only override of a synced config is wiped,
+    # but target overrides of excluded configs are kept
+    alter(f.a_cluster, name, [("retention.ms", "DELETE", None)])
+    alter(f.b_cluster, remote, [("segment.ms", "SET", "3600000"),
+                                ("min.insync.replicas", "SET", "1")])  # fmt: skip
+    plan = eventually(lambda: _nonempty(f.config_plan(), ops=2))
+    assert [a.ops for a in plan.alters] == [
+        (ConfigOp("retention.ms", "DELETE"), ConfigOp("segment.ms", "DELETE"))
+    ]
+    f.b.apply(plan)
+    f.wait_stable()
+    assert configs_of(f.target()[remote]) == {"min.insync.replicas": "1"}
+
+
+def _nonempty(plan: ConfigPlan, ops: int = 1) -> ConfigPlan:
+    assert sum(len(a.ops) for a in plan.alters) == ops, plan.describe()
+    return plan
+
+
+def test_use_defaults_from_source(flow) -> None:
+    # testReplicateSourceDefault: the source's defaults are written to the target, except
+    # excluded configs, which keep the target's own overrides
+    f = flow(
+        use_defaults_from="source",
+        config_filter=DefaultConfigPropertyFilter.from_list(
+            ", ".join([*DefaultConfigPropertyFilter().exclude, r"delete\.retention\.ms"])
+        ),
+    )
+    name = f.prefix + "-src"
+    remote = f.remote(name)
+    f.a_cluster.create_topic(name, 1)
+    f.sync()
+    f.wait_stable()
+    alter(f.b_cluster, remote, [("delete.retention.ms", "SET", "2000"),
+                                ("retention.bytes", "SET", "2000")])  # fmt: skip
+    plan = eventually(lambda: _nonempty(f.config_plan()))
+    assert [a.ops for a in plan.alters] == [(ConfigOp("retention.bytes", "SET", "-1"),)]
+    f.b.apply(plan)
+    f.wait_stable()
+    target = f.target()[remote].configs
+    assert target["retention.bytes"].value == "-1"
+    assert target["delete.retention.ms"].value == "2000"
+
+
+def test_partitions_grow_on_target(flow) -> None:
+    f = flow()
+    name = f.prefix + "-grow"
+    f.a_cluster.create_topic(name, 1)
+    f.sync()
+    f.wait_stable()
+    grow(f.a_cluster, name, 3)
+    plan = eventually(lambda: _grows(f.topic_plan()))
+    assert plan.steps == (CreatePartitions(f.remote(name), 3, 1, source_topic=name),)
+    assert f.b.apply(plan).outcomes[0].status == "applied"
+    eventually(lambda: _partitions(f, f.remote(name), 3))
+    f.wait_stable()
+    # re-applying: INVALID_PARTITIONS is swallowed, as MM2 does
+    assert f.b.apply(plan).outcomes[0].status == "unchanged"
+    # more partitions on the target than on the source: nothing happens, never a shrink
+    grow(f.b_cluster, f.remote(name), 5)
+    eventually(lambda: _partitions(f, f.remote(name), 5))
+    f.wait_stable()
+
+
+def _grows(plan: TopicPlan) -> TopicPlan:
+    assert plan.grows, plan.describe()
+    return plan
+
+
+def _partitions(f: Flow, topic: str, n: int) -> None:
+    assert f.b.list_topics().get(topic) == n
+
+
+def test_never_deletes(flow) -> None:
+    f = flow()
+    name = f.prefix + "-del"
+    f.a_cluster.create_topic(name, 1)
+    f.sync()
+    f.wait_stable()
+    admin = f.a_cluster.admin_client()
+    for fut in admin.delete_topics([name]).values():
+        fut.result(30)
+    eventually(lambda: _gone(f, name))
+    f.wait_stable()
+    assert f.remote(name) in f.b.list_topics()
+
+
+def _gone(f: Flow, name: str) -> None:
+    assert name not in f.a.list_topics()
+
+
+# -- ACLs with no authorizer ----------------------------------------------------------------------
+
+
+def test_acl_sync_skips_cleanly_without_authorizer(flow, caplog) -> None:
+    f = flow()
+    with caplog.at_level(logging.DEBUG, logger="mirrorlib.kafka.admin"):
+        assert f.a.describe_acls() is None
+        assert f.a.describe_acls() is None
+    infos = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert len(infos) == 1
+    assert "No ACL authorizer is configured on cluster A" in infos[0].getMessage()
+    assert "sync.topic.acls.enabled" in infos[0].getMessage()
+    plan = plan_acls(f.a.describe_acls(), f.b.describe_acls(), source_alias="A", policy=POLICY,
+                     should_replicate=f.accepts)  # fmt: skip
+    assert plan.is_empty
+    assert f.b.apply(plan).outcomes == ()
+
+
+# -- internal topics, errors ---------------------------------------------------------------------
+
+
+def test_create_compacted_topic_is_idempotent(two_clusters) -> None:
+    _, b = two_clusters
+    admin = ClusterAdmin(b.admin_client_config(), alias="B")
+    name = f"mm2-offset-syncs.{unique('x')}.internal"
+    assert admin.create_compacted_topic(name, 1) is True
+    assert admin.create_compacted_topic(name, 1) is False
+    snap = eventually(lambda: _exists(admin, name))
+    assert snap.partitions == 1
+    assert snap.configs["cleanup.policy"].value == "compact"
+
+
+def _exists(admin: ClusterAdmin, name: str) -> TopicSnapshot:
+    snap = admin.snapshot([name])
+    assert name in snap
+    return snap[name]
+
+
+def test_errors_name_cluster_and_topic(two_clusters) -> None:
+    _, b = two_clusters
+    admin = ClusterAdmin(b.admin_client_config(), alias="B")
+    name = unique("rf")
+    with pytest.raises(KafkaRequestError) as info:
+        admin.create_compacted_topic(name, 3)  # one broker only
+    assert info.value.cluster == "B" and info.value.resource == name
+    assert "cluster B" in str(info.value) and name in str(info.value)
+    assert info.value.code == "INVALID_REPLICATION_FACTOR"
+
+    plan = TopicPlan([CreateTopic(name, 1, 3)])
+    with pytest.raises(PlanApplyError) as failed:
+        admin.apply(plan)
+    assert "cluster B" in str(failed.value) and name in str(failed.value)
+    result = admin.apply(plan, raise_errors=False)
+    (outcome,) = result.failures
+    assert not result.ok and outcome.subject == name
+    assert isinstance(outcome.error, KafkaRequestError)
+
+
+def test_unreachable_cluster_times_out(flow) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    admin = ClusterAdmin({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": "0"},
+                         alias="Z", timeout=1.0)  # fmt: skip
+    for call in (admin.list_topics, lambda: admin.describe_configs(["x"]), admin.describe_acls):
+        with pytest.raises(ClusterError, match="cluster Z"):
+            call()

@@ -1,0 +1,72 @@
+"""Converters between confluent_kafka admin objects and mirrorlib.plans values (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ConfigEntry,
+    ConfigSource,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mirrorlib.errors import (
+    ClusterTimeoutError,
+    KafkaRequestError,
+    SecurityDisabledError,
+    TopicAuthorizationError,
+)
+from mirrorlib.kafka.admin import from_acl_binding, from_config_entry, kafka_error, to_acl_binding
+from mirrorlib.plans import AclRule, ConfigValue
+
+
+def test_config_entry_sources_as_ints_or_enums() -> None:
+    assert from_config_entry(ConfigEntry("retention.ms", "1", source=1)) == ConfigValue.override(
+        "1"
+    )
+    entry = ConfigEntry("segment.bytes", "2", source=ConfigSource.DEFAULT_CONFIG, is_default=True)
+    assert from_config_entry(entry) == ConfigValue.default("2")
+    entry = ConfigEntry("x", None, source=99, is_sensitive=True, is_read_only=True)
+    assert from_config_entry(entry) == ConfigValue(None, False, True, True, "UNKNOWN_CONFIG")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        AclRule.topic("t", "User:a", "READ"),
+        AclRule.topic("t", "User:a", "ALL", "DENY", host="10.0.0.1", pattern_type="PREFIXED"),
+        AclRule("GROUP", "g", "LITERAL", "User:a", "*", "DESCRIBE", "ALLOW"),
+        AclRule("CLUSTER", "kafka-cluster", "LITERAL", "User:a", "*", "ALTER", "ALLOW"),
+    ],
+)
+def test_acl_round_trip(rule: AclRule) -> None:
+    assert from_acl_binding(to_acl_binding(rule)) == rule
+
+
+def test_acl_binding_conversion() -> None:
+    binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                         "User:a", "*", AclOperation.ALTER, AclPermissionType.ALLOW)  # fmt: skip
+    assert from_acl_binding(binding).resource_type == "CLUSTER"
+
+
+def test_kafka_error_mapping() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    def err(code: int) -> KafkaRequestError:
+        return kafka_error(KafkaException(KafkaError(code)), cluster="B", action="create topic x",
+                           resource="x")  # fmt: skip
+
+    e = err(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    assert isinstance(e, TopicAuthorizationError)
+    assert (e.cluster, e.resource, e.code) == ("B", "x", "TOPIC_AUTHORIZATION_FAILED")
+    assert str(e).startswith("create topic x on cluster B failed: ")
+    assert isinstance(err(KafkaError.SECURITY_DISABLED), SecurityDisabledError)
+    assert isinstance(err(KafkaError._TIMED_OUT), ClusterTimeoutError)
+    assert type(err(KafkaError.INVALID_CONFIG)) is KafkaRequestError
+    import concurrent.futures
+
+    t = kafka_error(concurrent.futures.TimeoutError(), cluster="B", action="list topics")
+    assert isinstance(t, ClusterTimeoutError) and "cluster B timed out" in str(t)

@@ -1,0 +1,118 @@
+"""Helpers for replicator integration tests on real local clusters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirrorlib import MirrorConfig
+from mirrorlib.testing import BaseCluster
+
+T = TypeVar("T")
+
+FAST = {
+    "replication.factor": "1",
+    "offset.storage.replication.factor": "1",
+    "checkpoints.topic.replication.factor": "1",
+    "heartbeats.topic.replication.factor": "1",
+    "offset-syncs.topic.replication.factor": "1",
+    "offset.storage.partitions": "5",
+    "refresh.topics.interval.seconds": "1",
+    "refresh.groups.interval.seconds": "1",
+    "emit.checkpoints.interval.seconds": "1",
+    "sync.group.offsets.interval.seconds": "1",
+    "emit.heartbeats.interval.seconds": "1",
+    "sync.topic.configs.interval.seconds": "2",
+    "sync.topic.acls.enabled": "false",
+}
+
+
+def mm2_properties(
+    clusters: Iterable[BaseCluster], flows: Iterable[str], **extra: str
+) -> dict[str, str]:
+    """An MM2 properties mapping for ``clusters`` with ``flows`` ("A->B") enabled, fast
+    intervals and replication factor 1; ``extra`` keys use ``__`` for ``.`` is NOT applied."""
+    clusters = list(clusters)
+    props: dict[str, str] = {"clusters": ", ".join(c.alias for c in clusters)}
+    for c in clusters:
+        props[f"{c.alias}.bootstrap.servers"] = c.bootstrap_servers
+        props[f"{c.alias}.offset.flush.interval.ms"] = "500"
+    for flow in flows:
+        props[f"{flow}.enabled"] = "true"
+    props.update(FAST)
+    props.update(extra)
+    return props
+
+
+def config(clusters: Iterable[BaseCluster], flows: Iterable[str], **extra: str) -> MirrorConfig:
+    return MirrorConfig.from_properties(mm2_properties(clusters, flows, **extra))
+
+
+def wait_for(
+    what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.3
+) -> T:
+    """Poll ``probe`` until it returns a truthy value; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def read_all(
+    cluster: BaseCluster, topic: str, *, read_committed: bool = False, timeout: float = 30.0
+) -> list[Any]:
+    """Every record of every partition of ``topic`` up to the current end offsets."""
+    consumer = Consumer(
+        {
+            **cluster.client_config(),
+            "group.id": "test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+    )
+    try:
+        md = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        if md.error is not None:
+            raise KafkaException(md.error)
+        tps = [KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in md.partitions]
+        ends = {}
+        for tp in tps:
+            _low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+            ends[tp.partition] = high
+        consumer.assign(tps)
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        done = {p for p, e in ends.items() if e == 0}
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error():
+                    continue
+                out.append(msg)
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+            for tp in consumer.position([KafkaTopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    done.add(tp.partition)
+        return out
+    finally:
+        consumer.close()
+
+
+def end_offsets(cluster: BaseCluster, topic: str) -> Mapping[int, int]:
+    consumer = Consumer({**cluster.client_config(), "group.id": "test-ends"})
+    try:
+        md = consumer.list_topics(topic, timeout=30).topics[topic]
+        return {
+            p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=30)[1]
+            for p in md.partitions
+        }
+    finally:
+        consumer.close()

@@ -116,3 +116,43 @@ def end_offsets(cluster: BaseCluster, topic: str) -> Mapping[int, int]:
         }
     finally:
         consumer.close()
+
+
+class ReplicatorProcess:
+    """``mirrorlib run`` in a child process, for kill -9 tests."""
+
+    def __init__(self, properties: Mapping[str, str], workdir: Any, name: str = "mm") -> None:
+        import javaproperties
+
+        self.path = workdir / f"{name}.properties"
+        self.path.write_text(javaproperties.dumps(dict(properties)), encoding="utf-8")
+        self.log = workdir / f"{name}.log"
+        self.proc: Any = None
+
+    def start(self) -> None:
+        import subprocess
+        import sys
+
+        with open(self.log, "a", encoding="utf-8") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mirrorlib", "run", str(self.path)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        import signal
+
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return int(self.proc.wait(60))
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])

@@ -7,6 +7,8 @@ Every client mirrorlib creates sends librdkafka's own log lines to the Python lo
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,9 +17,46 @@ __all__ = ["LIBRDKAFKA_LOGGER", "client_conf"]
 LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlib.librdkafka")
 
 
+class _LibrdkafkaLog:
+    """Receives librdkafka's log lines (``logger.log(level, fmt, *args)``).
+
+    Connection failures are transient and librdkafka retries them itself, so they are logged
+    as warnings, and an identical line is repeated at most once every 30 seconds: a broker that
+    is down for a minute gives a handful of lines, not thousands.
+    """
+
+    def __init__(self, logger: logging.Logger, every: float = 30.0) -> None:
+        self._logger = logger
+        self._every = every
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        text = msg % args if args else msg
+        if level >= logging.ERROR and (
+            "Connect to" in text or "Disconnected" in text or "FAIL" in text
+        ):
+            level = logging.WARNING
+        if not self._logger.isEnabledFor(level):
+            return
+        # the broker address and client name make the key; timing details are left out
+        key = text.split(" (after", 1)[0]
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(key, -self._every) < self._every:
+                return
+            self._last[key] = now
+            if len(self._last) > 10_000:
+                self._last.clear()
+        self._logger.log(level, "%s", text)
+
+
+_LOG = _LibrdkafkaLog(LIBRDKAFKA_LOGGER)
+
+
 def client_conf(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """A librdkafka configuration dict with ``overrides`` applied and logging routed to Python."""
     conf: dict[str, Any] = dict(config)
     conf.update(overrides)
-    conf.setdefault("logger", LIBRDKAFKA_LOGGER)
+    conf.setdefault("logger", _LOG)
     return conf

@@ -14,6 +14,7 @@ __all__ = ["RemoteTopic", "TopicCatalog"]
 class RemoteTopic:
     name: str  # the remote topic on the target
     partitions: int  # partitions the remote topic has (records beyond them wait)
+    max_message_bytes: int | None = None  # the remote topic's max.message.bytes, when known
 
 
 class TopicCatalog:

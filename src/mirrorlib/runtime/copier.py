@@ -56,6 +56,8 @@ __all__ = ["Copier", "DataLossError"]
 log = logging.getLogger(__name__)
 
 _RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# bytes a single-record batch adds around a record's key and value (batch header and varints)
+_RECORD_OVERHEAD = 96
 
 
 class DataLossError(Exception):
@@ -69,6 +71,7 @@ class _Part:
         "acked",
         "blocked_at",
         "key",
+        "max_bytes",
         "parked_until",
         "remote",
         "retries",
@@ -81,6 +84,7 @@ class _Part:
         self.key = key
         self.tp = TopicPartition(key[0], key[1])
         self.remote = remote
+        self.max_bytes: int | None = None  # the remote topic's max.message.bytes
         self.stats = stats
         self.acked: int | None = None  # last upstream offset acknowledged contiguously
         self.blocked_at: int | None = None  # first upstream offset whose delivery failed
@@ -119,6 +123,7 @@ class Copier:
         self._producer: Any = None
         self._sync_producer: Any = None
         self.failed: str | None = None
+        self._degraded: set[str] = set()
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -133,6 +138,7 @@ class Copier:
                 "auto.offset.reset": "error",  # we apply the reset rule ourselves: no silent jumps
                 "partition.assignment.strategy": "cooperative-sticky",
                 "enable.partition.eof": False,
+                "error_cb": self._client_error("source", s.source),
             }
         )
         if s.exactly_once:
@@ -140,7 +146,14 @@ class Copier:
         else:
             cconf.setdefault("isolation.level", "read_uncommitted")
         pconf: dict[str, Any] = dict(s.target_producer)
-        pconf.update({"enable.idempotence": True, "acks": "all", "on_delivery": self._on_delivery})
+        pconf.update(
+            {
+                "enable.idempotence": True,
+                "acks": "all",
+                "on_delivery": self._on_delivery,
+                "error_cb": self._client_error("target", s.target),
+            }
+        )
         pconf.setdefault("linger.ms", 5)
         pconf.setdefault("batch.size", 1_000_000)
         pconf.setdefault("queue.buffering.max.messages", 500_000)
@@ -221,6 +234,9 @@ class Copier:
                 stop.wait(0.2)
                 continue
             msgs = consumer.consume(batch, timeout=0.1)
+            if msgs and "source" in self._degraded:
+                self._degraded.discard("source")
+                self.stats.set_error("source", None)
             if msgs:
                 if eos and not self._txn_open:
                     producer.begin_transaction()
@@ -258,6 +274,23 @@ class Copier:
             value = msg.value()
             ts = msg.timestamp()[1]
             remote = part.remote
+            if (
+                part.max_bytes is not None
+                and value is not None
+                and len(value) + _RECORD_OVERHEAD > part.max_bytes // 2
+            ):
+                key = msg.key()
+                size = len(value) + (len(key) if key else 0)
+                size += sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
+                if size + _RECORD_OVERHEAD > part.max_bytes:
+                    self._park(
+                        part,
+                        msg.offset(),
+                        f"record {topic}-{partition}@{msg.offset()} ({size} bytes) is larger than "
+                        f"max.message.bytes={part.max_bytes} of {remote} on {self.s.target}; "
+                        f"raise it on the target topic to replicate it",
+                    )
+                    continue
             try:
                 produce(
                     remote,
@@ -298,7 +331,21 @@ class Copier:
             if self.s.exactly_once:
                 part.txn_last = offset
 
+    def _client_error(self, side: str, alias: str) -> Any:
+        """librdkafka's client-level errors (all brokers down, authentication...) go into the
+        flow's status until data flows again."""
+
+        def on_error(err: KafkaError) -> None:
+            self._degraded.add(side)
+            self.stats.set_error(side, f"cluster {alias}: {err.str()}")
+            log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
+
+        return on_error
+
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None and "target" in self._degraded:
+            self._degraded.discard("target")
+            self.stats.set_error("target", None)
         q = self._inflight.get((msg.topic(), msg.partition()))
         if not q:
             return
@@ -342,6 +389,7 @@ class Copier:
             rt = topics.get(part.key[0])
             if rt is not None:
                 part.remote = rt.name
+                part.max_bytes = rt.max_message_bytes
         names = sorted(topics)
         if names == self._subscribed:
             return
@@ -371,6 +419,7 @@ class Copier:
             )
             stats = self.stats.partition(ktp.topic, ktp.partition, remote)
             part = _Part(key, remote, stats)
+            part.max_bytes = rt.max_message_bytes if rt is not None else None
             last = self.positions.last_replicated(*key)
             part.acked = last
             self._parts[key] = part
@@ -502,10 +551,18 @@ class Copier:
     # -- failures --------------------------------------------------------------------------------
 
     def _seek(self, part: _Part, offset: int) -> None:
+        """Move the fetch position of a partition (re-assigning it when a plain seek is refused,
+        e.g. after an offset-out-of-range error stopped its fetcher)."""
+        ktp = KafkaTopicPartition(part.key[0], part.key[1], offset)
         try:
-            self._consumer.seek(KafkaTopicPartition(part.key[0], part.key[1], offset))
+            self._consumer.seek(ktp)
+            return
         except KafkaException as exc:
-            log.debug("seek %s to %s failed (%s); pausing instead", part.key, offset, exc)
+            log.debug("seek %s to %s refused (%s); re-assigning", part.key, offset, exc)
+        self._consumer.incremental_unassign([KafkaTopicPartition(part.key[0], part.key[1])])
+        self._consumer.incremental_assign([ktp])
+        if part.parked_until:
+            self._consumer.pause([KafkaTopicPartition(part.key[0], part.key[1])])
 
     def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
         """Stop a partition at ``offset`` and retry it later with back-off."""

@@ -30,6 +30,14 @@ __all__ = ["MetadataTask"]
 log = logging.getLogger(__name__)
 
 
+def _int_or_none(value: object) -> int | None:
+    raw = getattr(value, "value", None)
+    try:
+        return None if raw is None else int(raw)
+    except ValueError:
+        return None
+
+
 class MetadataTask:
     def __init__(self, settings: FlowSettings, catalog: TopicCatalog, stats: StatsRegistry) -> None:
         self.s = settings
@@ -184,12 +192,19 @@ class MetadataTask:
             for failure in result.failures:
                 log.warning("flow %s: %s", s.name, failure)
             target_counts = target.list_topics(include_internal=True)
-        published: dict[str, RemoteTopic] = {}
-        for topic in sorted(source_snap):
-            remote = s.policy.format_remote_topic(s.source, topic)
-            have = target_counts.get(remote)
-            if have is not None:
-                published[topic] = RemoteTopic(remote, have)
+        remotes = {
+            topic: s.policy.format_remote_topic(s.source, topic)
+            for topic in source_snap
+            if s.policy.format_remote_topic(s.source, topic) in target_counts
+        }
+        limits = {
+            name: _int_or_none(cfg.get("max.message.bytes"))
+            for name, cfg in target.describe_configs(remotes.values()).items()
+        }
+        published = {
+            topic: RemoteTopic(remote, target_counts[remote], limits.get(remote))
+            for topic, remote in sorted(remotes.items())
+        }
         self.catalog.publish(published)
 
     def sync_topic_configs(self) -> None:

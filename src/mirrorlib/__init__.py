@@ -21,6 +21,7 @@ from mirrorlib.records import Checkpoint, Heartbeat, OffsetAndMetadata, OffsetSy
 from mirrorlib.translate import OffsetTranslator
 
 if TYPE_CHECKING:
+    from mirrorlib.client import MirrorClient, translate_offsets
     from mirrorlib.replicator import Replicator
 
 __version__ = "0.1.0"
@@ -34,6 +35,7 @@ __all__ = [
     "FlowConfig",
     "Heartbeat",
     "IdentityReplicationPolicy",
+    "MirrorClient",
     "MirrorConfig",
     "MirrorError",
     "OffsetAndMetadata",
@@ -42,10 +44,13 @@ __all__ = [
     "ReplicationPolicy",
     "Replicator",
     "TopicPartition",
+    "translate_offsets",
 ]
 
 _LAZY = {
+    "MirrorClient": "mirrorlib.client",
     "Replicator": "mirrorlib.replicator",
+    "translate_offsets": "mirrorlib.client",
 }
 
 

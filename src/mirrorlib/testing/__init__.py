@@ -36,6 +36,7 @@ from mirrorlib.testing.jars import (
     kafka_lib_dir,
     resolve_kafka_jars,
 )
+from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
 
 __all__ = [
     "ADMIN_PASSWORD",
@@ -47,6 +48,7 @@ __all__ = [
     "ExternalCluster",
     "JvmOptions",
     "KafkaCluster",
+    "RealMirrorMaker",
     "TestClusterError",
     "cache_dir",
     "default_aliases",
@@ -54,6 +56,7 @@ __all__ = [
     "java_executable",
     "kafka_classpath",
     "kafka_lib_dir",
+    "mm2_properties",
     "parse_external_clusters",
     "resolve_kafka_jars",
     "start_clusters",

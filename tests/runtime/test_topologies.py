@@ -43,8 +43,13 @@ def test_chain_traces_heartbeats_across_hops(kafka_clusters) -> None:  # type: i
     cfg = config([x, y, z], ["X->Y", "Y->Z"], **{"topics": "chain\\..*|X\\.chain\\..*"})
     with Replicator(cfg):
         wait_for("two hops", lambda: "Y.X.chain.t" in z.topic_names(), timeout=90)
-        wait_for("upstream heartbeats on Z", lambda: "Y.X.heartbeats" in z.topic_names(), timeout=90)
-        wait_for("the record two hops away", lambda: [m.value() for m in read_all(z, "Y.X.chain.t")] == [b"hop"])
+        wait_for(
+            "upstream heartbeats on Z", lambda: "Y.X.heartbeats" in z.topic_names(), timeout=90
+        )
+        wait_for(
+            "the record two hops away",
+            lambda: [m.value() for m in read_all(z, "Y.X.chain.t")] == [b"hop"],
+        )
         beats = {
             (h.source_cluster_alias, h.target_cluster_alias)
             for h in (Heartbeat.decode(m.key(), m.value()) for m in read_all(z, "Y.X.heartbeats"))
@@ -81,13 +86,21 @@ def test_processes_share_partitions_and_take_over(two_clusters: ClusterSet) -> N
     first.start()
     second.start()
     try:
+
         def owned(r: Replicator) -> set[int]:
             return {p.partition for p in r.status()[0].partitions if p.topic == topic}
 
-        wait_for("both processes own partitions", lambda: owned(first) and owned(second) and len(owned(first) | owned(second)) == 6, timeout=90)
+        wait_for(
+            "both processes own partitions",
+            lambda: owned(first) and owned(second) and len(owned(first) | owned(second)) == 6,
+            timeout=90,
+        )
         assert not owned(first) & owned(second)
         produce(a, topic, [{"value": str(i).encode(), "partition": i % 6} for i in range(600)])
-        wait_for("600 replicated", lambda: replicated(first, "share") + replicated(second, "share") >= 600)
+        wait_for(
+            "600 replicated",
+            lambda: replicated(first, "share") + replicated(second, "share") >= 600,
+        )
         import time
 
         time.sleep(2)
@@ -96,7 +109,11 @@ def test_processes_share_partitions_and_take_over(two_clusters: ClusterSet) -> N
         second.stop()
         wait_for("first takes over every partition", lambda: len(owned(first)) == 6, timeout=90)
         produce(a, topic, [{"value": str(i).encode(), "partition": i % 6} for i in range(600, 900)])
-        wait_for("all 900 on B", lambda: len({m.value() for m in read_all(b, f"A.{topic}")}) == 900, timeout=90)
+        wait_for(
+            "all 900 on B",
+            lambda: len({m.value() for m in read_all(b, f"A.{topic}")}) == 900,
+            timeout=90,
+        )
     finally:
         first.stop()
         second.stop()

@@ -69,7 +69,9 @@ class CheckpointTask:
                 exc,
             )
             return
-        self.translator.add(sync, lineage_from_headers(msg.headers()))
+        lineage = lineage_from_headers(msg.headers())
+        log.debug("flow %s: offset sync %s (lineage %s)", self.s.name, sync, lineage)
+        self.translator.add(sync, lineage)
 
     def _on_checkpoint(self, msg: Any) -> None:
         try:
@@ -166,6 +168,7 @@ class CheckpointTask:
                 should_checkpoint_topic=s.should_replicate_topic,
                 store=self.store,
             )
+            log.debug("flow %s: group %s offsets %s -> checkpoints %s", s.name, group, offsets, cps)
             for cp in cps:
                 producer.produce(
                     s.checkpoints_topic,

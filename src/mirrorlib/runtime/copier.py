@@ -374,8 +374,10 @@ class Copier:
         part.acked = upstream
         st.position = upstream + 1
         self._dirty.add(part.key)
-        if self.s.emit_offset_syncs:
-            self.emitter.record(part.tp, upstream, msg.offset())
+        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
+        # burst of acknowledgements could replace one before it was written and lose precision.
+        if self.s.emit_offset_syncs and self.emitter.record(part.tp, upstream, msg.offset()):
+            self._send_offset_syncs()
 
     # -- subscription and assignment -------------------------------------------------------------
 
@@ -523,8 +525,8 @@ class Copier:
                 part.txn_last = None
         if self.s.emit_offset_syncs:
             for part, up, down in self._txn_syncs:
-                if part.key in self._parts:
-                    self.emitter.record(part.tp, up, down)
+                if part.key in self._parts and self.emitter.record(part.tp, up, down):
+                    self._send_offset_syncs()
         self._txn_syncs.clear()
         if time.monotonic() - self._last_flush >= self.s.flush_interval_s:
             self.emitter.promote_delayed()
@@ -656,14 +658,20 @@ class Copier:
             return
         pending = self.emitter.take_pending()
         for emitted in pending:
-            self._sync_producer.produce(
-                self.s.offset_syncs_topic,
-                emitted.sync.encode_value(),
-                emitted.sync.encode_key(),
-                0,
-                headers=emitted.headers(),
-                on_delivery=self._sync_delivered(emitted),
-            )
+            try:
+                self._sync_producer.produce(
+                    self.s.offset_syncs_topic,
+                    emitted.sync.encode_value(),
+                    emitted.sync.encode_key(),
+                    0,
+                    headers=emitted.headers(),
+                    on_delivery=self._sync_delivered(emitted),
+                )
+            except (BufferError, KafkaException) as exc:
+                log.warning(
+                    "flow %s: offset sync %s not queued: %s", self.s.name, emitted.sync, exc
+                )
+                self.emitter.mark_failed(emitted)
         self._sync_producer.poll(0)
 
     def _sync_delivered(self, emitted: EmittedSync) -> Any:

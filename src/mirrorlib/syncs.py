@@ -191,13 +191,24 @@ class EmittedSync:
 
 
 class _Queued:
-    """A sync waiting in pending/delayed, with the break count seen at its record."""
+    """A sync waiting in pending/delayed, with the break count seen at its record.
 
-    __slots__ = ("breaks", "sync")
+    Kept as plain fields (the :class:`OffsetSync` value is built only when the sync is taken):
+    :meth:`OffsetSyncEmitter.record` runs once per replicated record and updates the delayed
+    entry of a partition in place.
+    """
 
-    def __init__(self, sync: OffsetSync, breaks: int) -> None:
-        self.sync = sync
+    __slots__ = ("breaks", "down", "tp", "up")
+
+    def __init__(self, tp: TopicPartition, up: int, down: int, breaks: int) -> None:
+        self.tp = tp
+        self.up = up
+        self.down = down
         self.breaks = breaks
+
+    @property
+    def sync(self) -> OffsetSync:
+        return OffsetSync(self.tp.topic, self.tp.partition, self.up, self.down)
 
 
 class _PartitionState:
@@ -290,14 +301,19 @@ class OffsetSyncEmitter:
             state.breaks += 1
         state.prev_up = up
         state.prev_down = down
-        queued = _Queued(OffsetSync(tp.topic, tp.partition, up, down), state.breaks)
         if due:
             state.last_sync_down = down
             self._delayed.pop(tp, None)
-            self._pending[tp] = queued
-        else:
-            self._delayed[tp] = queued
-        return due
+            self._pending[tp] = _Queued(tp, up, down, state.breaks)
+            return True
+        queued = self._delayed.get(tp)
+        if queued is None:
+            self._delayed[tp] = _Queued(tp, up, down, state.breaks)
+        else:  # the common case: replace the partition's delayed sync without allocating
+            queued.up = up
+            queued.down = down
+            queued.breaks = state.breaks
+        return False
 
     def promote_delayed(self) -> None:
         """Move every delayed sync to pending (MM2 does this on each task commit)."""
@@ -342,10 +358,13 @@ class OffsetSyncEmitter:
             return  # a newer sync is already queued
         delayed = self._delayed.pop(tp, None)
         if delayed is not None:
-            state.last_sync_down = delayed.sync.downstream_offset
+            state.last_sync_down = delayed.down
             self._pending[tp] = delayed
         elif emitted.lineage.sequence == state.last_taken_seq:
-            self._pending[tp] = _Queued(emitted.sync, state.breaks)
+            sync = emitted.sync
+            self._pending[tp] = _Queued(
+                tp, sync.upstream_offset, sync.downstream_offset, state.breaks
+            )
 
     # -- partition lifecycle ---------------------------------------------------------------------
 

@@ -1,0 +1,373 @@
+"""Pure computations behind ``mirrorlib verify`` and ``mirrorlib status`` (no Kafka I/O).
+
+Verify
+------
+:func:`record_digest` condenses a record (key, value, headers, timestamp) into 16 bytes.
+:func:`compare_partition` compares the digests of one source partition with those of its remote
+partition and classifies every difference:
+
+* **missing** — a source record inside the replicated range (below the flow's stored position)
+  with no copy on the target: data loss;
+* **duplicated** — extra copies of a record that is present (at-least-once replication after a
+  crash re-copies a few records; exactly-once mode should show none);
+* **extra** — a remote record that matches no source record at all (written by something else,
+  or corrupted);
+* **pending** — source records at or past the stored position that are not on the target yet
+  (replication in progress; not an error);
+* **truncated** — remote records older than the source's first remaining record (the source
+  deleted them by retention after they were copied; not an error).
+
+Records are matched as a multiset of digests, so the check does not depend on offsets (the
+remote offsets differ from the source's after transactions, compaction or restarts).
+
+Status
+------
+:class:`PartitionLag` and :class:`FlowHealth` model what ``mirrorlib status`` shows, computed from
+the clusters alone. Definitions:
+
+* **lag (records)** of a source partition = its end offset minus the flow's stored position
+  (the next offset to replicate), never negative;
+* **lag (seconds)** = how long the oldest not-yet-replicated record has been waiting: now minus
+  the timestamp of the source record at the stored position; 0 when there is no lag;
+* **heartbeat age** = now minus the newest heartbeat of the flow found on the target;
+* **checkpoint age** = now minus the timestamp of the newest record in the flow's checkpoints topic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "FlowHealth",
+    "PartitionAudit",
+    "PartitionLag",
+    "VerifyReport",
+    "compare_partition",
+    "flow_state",
+    "format_table",
+    "lag_records",
+    "lag_seconds",
+    "record_digest",
+]
+
+
+def _field(h: Any, data: bytes | None) -> None:
+    if data is None:
+        h.update(b"\xff")
+    else:
+        h.update(b"\x00" + len(data).to_bytes(8, "big") + data)
+
+
+def record_digest(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+    timestamp: int | None,
+) -> bytes:
+    """A 16-byte digest of a record's key, value, headers (in order) and timestamp.
+
+    ``None`` and empty bytes differ; no headers and an empty header list are the same (Kafka does
+    not distinguish them).
+    """
+    h = hashlib.blake2b(digest_size=16)
+    _field(h, key)
+    _field(h, value)
+    headers = headers or ()
+    h.update(len(headers).to_bytes(4, "big"))
+    for name, data in headers:
+        _field(h, name.encode("utf-8"))
+        _field(h, data)
+    h.update((timestamp if timestamp is not None else -1).to_bytes(8, "big", signed=True))
+    return h.digest()
+
+
+@attrs.frozen
+class PartitionAudit:
+    """The comparison of one source partition with its remote partition."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    source_records: int
+    remote_records: int
+    matched: int
+    missing: int
+    duplicated: int
+    extra: int
+    pending: int
+    truncated: int
+    missing_offsets: tuple[int, ...] = ()  # the first few source offsets of missing records
+    extra_offsets: tuple[int, ...] = ()  # the first few remote offsets of extra records
+
+    @property
+    def ok(self) -> bool:
+        """No missing, extra or duplicated record."""
+        return self.missing == 0 and self.extra == 0 and self.duplicated == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "ok": self.ok}
+
+
+#: How many offsets of missing/extra records a report lists per partition.
+MAX_LISTED = 10
+
+
+def compare_partition(
+    topic: str,
+    partition: int,
+    remote_topic: str,
+    source: Iterable[tuple[int, bytes]],
+    remote: Iterable[tuple[int, bytes]],
+    *,
+    replicated_up_to: int | None,
+) -> PartitionAudit:
+    """Compare ``source`` and ``remote`` ``(offset, digest)`` sequences (in offset order).
+
+    ``replicated_up_to`` is the flow's stored position for the partition (the next offset to
+    replicate; ``None``: no position, so every unmatched source record is *pending*). Source
+    records below it without a copy are *missing*; at or past it they are *pending*.
+    """
+    source = list(source)
+    remote = list(remote)
+    available = Counter(d for _, d in remote)
+    source_digests = {d for _, d in source}
+    missing: list[int] = []
+    pending = matched = 0
+    for offset, digest in source:
+        if available[digest] > 0:
+            available[digest] -= 1
+            matched += 1
+        elif replicated_up_to is not None and offset < replicated_up_to:
+            missing.append(offset)
+        else:
+            pending += 1
+    # leftovers: copies beyond the first one of a source record are duplicates; others are extra,
+    # unless they precede the first remote record that matches the source (the source deleted
+    # them by retention after they were copied)
+    first_match = next((i for i, (_, d) in enumerate(remote) if d in source_digests), len(remote))
+    duplicated = truncated = 0
+    extra: list[int] = []
+    leftover = +available
+    for i, (offset, digest) in enumerate(remote):
+        if leftover[digest] <= 0:
+            continue
+        if digest in source_digests:
+            duplicated += 1
+        elif i < first_match:
+            truncated += 1
+        else:
+            extra.append(offset)
+        leftover[digest] -= 1
+    return PartitionAudit(
+        topic=topic, partition=partition, remote_topic=remote_topic,
+        source_records=len(source), remote_records=len(remote), matched=matched,
+        missing=len(missing), duplicated=duplicated, extra=len(extra), pending=pending,
+        truncated=truncated, missing_offsets=tuple(missing[:MAX_LISTED]),
+        extra_offsets=tuple(extra[:MAX_LISTED]),
+    )  # fmt: skip
+
+
+@attrs.frozen
+class VerifyReport:
+    """The audit of one flow: one :class:`PartitionAudit` per source partition."""
+
+    flow: str
+    partitions: tuple[PartitionAudit, ...]
+    errors: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(p.ok for p in self.partitions)
+
+    def totals(self) -> dict[str, int]:
+        keys = ("source_records", "remote_records", "matched", "missing", "duplicated",
+                "extra", "pending", "truncated")  # fmt: skip
+        return {k: sum(int(getattr(p, k)) for p in self.partitions) for k in keys}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "ok": self.ok,
+            "errors": list(self.errors),
+            "totals": self.totals(),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def describe(self) -> str:
+        rows: list[tuple[str, ...]] = [
+            ("partition", "remote", "source", "copied", "missing", "dup", "extra", "pending")
+        ]
+        for p in self.partitions:
+            rows.append(
+                (
+                    f"{p.topic}-{p.partition}", p.remote_topic, str(p.source_records),
+                    str(p.remote_records), str(p.missing), str(p.duplicated), str(p.extra),
+                    str(p.pending),
+                )
+            )  # fmt: skip
+        t = self.totals()
+        verdict = "OK" if self.ok else "PROBLEMS FOUND"
+        lines = [f"flow {self.flow}: {verdict}"]
+        if self.partitions:
+            lines.extend(format_table(rows))
+        else:
+            lines.append("  no replicated partitions matched")
+        lines.append(
+            f"  {t['source_records']} source record(s) checked: {t['missing']} missing, "
+            f"{t['duplicated']} duplicated, {t['extra']} extra, {t['pending']} not replicated "
+            f"yet, {t['truncated']} older than the source's log start"
+        )
+        for p in self.partitions:
+            if p.missing_offsets:
+                lines.append(
+                    f"  {p.topic}-{p.partition}: missing source offsets "
+                    + ", ".join(map(str, p.missing_offsets))
+                    + (" ..." if p.missing > len(p.missing_offsets) else "")
+                )
+            if p.extra_offsets:
+                lines.append(
+                    f"  {p.remote_topic}-{p.partition}: extra remote offsets "
+                    + ", ".join(map(str, p.extra_offsets))
+                    + (" ..." if p.extra > len(p.extra_offsets) else "")
+                )
+        lines.extend(f"  error: {e}" for e in self.errors)
+        return "\n".join(lines)
+
+
+def format_table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns; the first row is the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+# -- status -------------------------------------------------------------------------------------
+
+
+def lag_records(end_offset: int | None, position: int | None) -> int | None:
+    """Records not yet replicated: ``end - position`` (``None`` when either is unknown)."""
+    if end_offset is None or position is None:
+        return None
+    return max(end_offset - position, 0)
+
+
+def lag_seconds(lag: int | None, next_timestamp_ms: int | None, now_ms: int) -> float | None:
+    """Age of the oldest record not yet replicated (0 without lag; ``None`` when unknown)."""
+    if lag is None:
+        return None
+    if lag == 0:
+        return 0.0
+    if next_timestamp_ms is None:
+        return None
+    return max(now_ms - next_timestamp_ms, 0) / 1000.0
+
+
+@attrs.frozen
+class PartitionLag:
+    """One replicated source partition as ``mirrorlib status`` sees it."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    end_offset: int | None
+    position: int | None  # next upstream offset to replicate (None: not started)
+    lag_records: int | None
+    lag_seconds: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def flow_state(
+    *,
+    errors: Sequence[str],
+    heartbeat_age_s: float | None,
+    heartbeat_interval_s: float | None,
+    any_position: bool,
+) -> str:
+    """``unreachable`` (a cluster did not answer), ``not started`` (no position, no heartbeat),
+    ``running`` (heartbeats are fresh: younger than 3 intervals, at least 10 s), ``stalled``
+    (heartbeats stopped) or ``idle`` (positions exist but no heartbeats are emitted)."""
+    if errors:
+        return "unreachable"
+    if heartbeat_age_s is None:
+        return "idle" if any_position else "not started"
+    limit = max(10.0, 3 * (heartbeat_interval_s or 1.0))
+    return "running" if heartbeat_age_s <= limit else "stalled"
+
+
+@attrs.frozen
+class FlowHealth:
+    """The state of one flow, computed from the clusters (``mirrorlib status``)."""
+
+    source: str
+    target: str
+    state: str
+    partitions: tuple[PartitionLag, ...]
+    heartbeat_age_s: float | None
+    checkpoint_age_s: float | None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def lag_records(self) -> int:
+        return sum(p.lag_records or 0 for p in self.partitions)
+
+    @property
+    def lag_seconds(self) -> float | None:
+        values = [p.lag_seconds for p in self.partitions if p.lag_seconds is not None]
+        return max(values) if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.name,
+            "source": self.source,
+            "target": self.target,
+            "state": self.state,
+            "lag_records": self.lag_records,
+            "lag_seconds": self.lag_seconds,
+            "heartbeat_age_s": self.heartbeat_age_s,
+            "checkpoint_age_s": self.checkpoint_age_s,
+            "errors": list(self.errors),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def describe(self) -> str:
+        def secs(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1f}s"
+
+        lines = [
+            f"{self.name}: {self.state}  lag {self.lag_records} record(s) / "
+            f"{secs(self.lag_seconds)}  heartbeat {secs(self.heartbeat_age_s)} ago  "
+            f"checkpoint {secs(self.checkpoint_age_s)} ago"
+        ]
+        rows: list[tuple[str, ...]] = [("partition", "remote", "end", "position", "lag", "lag s")]
+        for p in self.partitions:
+            rows.append(
+                (
+                    f"{p.topic}-{p.partition}", p.remote_topic,
+                    "-" if p.end_offset is None else str(p.end_offset),
+                    "-" if p.position is None else str(p.position),
+                    "-" if p.lag_records is None else str(p.lag_records),
+                    secs(p.lag_seconds),
+                )
+            )  # fmt: skip
+        if self.partitions:
+            lines.extend(format_table(rows))
+        lines.extend(f"  error: {e}" for e in self.errors)
+        return "\n".join(lines)
+
+
+def status_json(flows: Iterable[FlowHealth]) -> str:
+    return json.dumps({"flows": [f.to_dict() for f in flows]}, indent=2)

@@ -1,0 +1,220 @@
+"""The contenders, each a separate OS process so its CPU and memory can be measured alone."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench import stats
+from mirrorlib.testing import BaseCluster
+from mirrorlib.testing.config import render_properties
+from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
+
+#: Settings that make MM2's clients match mirrorlib's (librdkafka) ones where comparable.
+MM2_SAME_AS_MIRRORLIB = {
+    "producer.linger.ms": "5",
+    "producer.batch.size": "1000000",
+    "producer.acks": "all",
+    "producer.enable.idempotence": "true",
+    "producer.max.in.flight.requests.per.connection": "5",
+    "producer.buffer.memory": "268435456",
+}
+#: Where the mirrorlib contender imports mirrorlib from (a snapshot of a commit; see bench.run).
+MIRRORLIB_SRC = ""
+#: Harness-only: the Connect worker's group session must survive SIGSTOP during a preload.
+MM2_HARNESS = {"session.timeout.ms": "45000"}
+
+
+class Contender:
+    """One replicator process: start, suspend (SIGSTOP) / resume (SIGCONT), stop."""
+
+    id: str
+    remote_prefix: str
+
+    def __init__(self, cid: str, source_alias: str, target_alias: str, work: Path) -> None:
+        self.id = cid
+        self.source_alias = source_alias
+        self.target_alias = target_alias
+        self.work = work
+        self.remote_prefix = f"{source_alias}."
+        self.settings: dict[str, Any] = {}
+
+    def remote(self, topic: str) -> str:
+        return self.remote_prefix + topic
+
+    @property
+    def pid(self) -> int:
+        raise NotImplementedError
+
+    def start(self, a: BaseCluster, b: BaseCluster, topics: list[str], pattern: str) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def suspend(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    @property
+    def checkpoints(self) -> bool:
+        return True
+
+    def alive_or_raise(self) -> None:
+        """Raise if the replicator process has exited."""
+
+
+def flow_properties(
+    cid: str, a: BaseCluster, b: BaseCluster, src: str, tgt: str, pattern: str
+) -> dict[str, str]:
+    extra: dict[str, str] = {}
+    if cid == stats.MM2_TUNED:
+        extra.update({f"{tgt}.{k}": v for k, v in MM2_SAME_AS_MIRRORLIB.items()})
+        extra[f"{src}.consumer.max.poll.records"] = "10000"  # mirrorlib consumes 10000 per batch
+    if cid in (stats.MM2_TUNED, stats.MM2_DEFAULTS):
+        extra.update({f"{tgt}.{k}": v for k, v in MM2_HARNESS.items()})
+    return mm2_properties(
+        {src: a.java_client_config(), tgt: b.java_client_config()},
+        [f"{src}->{tgt}"],
+        topics=pattern,
+        groups=pattern,
+        interval_seconds=1,
+        offset_flush_interval_ms=1000,
+        tasks_max=1,
+        extra=extra,
+    )
+
+
+class MM2(Contender):
+    def alive_or_raise(self) -> None:
+        if self.mm2 is not None and self.mm2.returncode is not None:
+            raise RuntimeError(f"MM2 exited with {self.mm2.returncode}:\n{self.mm2.log_tail(40)}")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.mm2: RealMirrorMaker | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.mm2 is not None and self.mm2.pid is not None
+        return self.mm2.pid
+
+    def start(self, a: BaseCluster, b: BaseCluster, topics: list[str], pattern: str) -> None:
+        props = flow_properties(self.id, a, b, self.source_alias, self.target_alias, pattern)
+        self.settings = {"properties": props, "jvm": "-Xms256m -Xmx1g, G1, C1+C2"}
+        self.mm2 = RealMirrorMaker(
+            props,
+            work_dir=self.work / f"mm2-{self.id}-{time.time_ns()}",
+            heap="1g",
+            fast_jit=False,
+            jvm_args=("-Xms256m",),  # connect-mirror-maker.sh: -Xms256M
+        )
+        self.mm2.start()
+
+    def stop(self) -> None:
+        if self.mm2 is not None:
+            pid = self.mm2.pid
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            self.mm2.stop(timeout=15)
+            self.mm2 = None
+
+
+class _Subprocess(Contender):
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def _launch(self, cmd: list[str], name: str, env: Mapping[str, str] | None = None) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        log = self.work / f"{name}-{time.time_ns()}.log"
+        self.settings["command"] = " ".join(cmd)
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+            )
+        self.log = log
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def alive_or_raise(self) -> None:
+        """Raise if the replicator process has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(
+                f"{self.id} exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
+            )
+
+
+class Mirrorlib(_Subprocess):
+    """``python -m mirrorlib run mm2.properties`` — the embedded Replicator in its own process."""
+
+    def start(self, a: BaseCluster, b: BaseCluster, topics: list[str], pattern: str) -> None:
+        props = flow_properties(self.id, a, b, self.source_alias, self.target_alias, pattern)
+        self.work.mkdir(parents=True, exist_ok=True)
+        path = self.work / f"mirrorlib-{time.time_ns()}.properties"
+        path.write_text(render_properties(props))
+        self.settings = {"properties": props}
+        env = {"PYTHONPATH": MIRRORLIB_SRC} if MIRRORLIB_SRC else None
+        self.settings["mirrorlib_src"] = MIRRORLIB_SRC or "installed package"
+        self._launch(
+            [sys.executable, "-m", "mirrorlib", "--log-level", "WARNING", "run", str(path)],
+            "mirrorlib",
+            env,
+        )
+
+
+class BareLoop(_Subprocess):
+    def start(self, a: BaseCluster, b: BaseCluster, topics: list[str], pattern: str) -> None:
+        self._launch(
+            [
+                sys.executable,
+                "-m",
+                "bench.bareloop",
+                a.bootstrap_servers,
+                b.bootstrap_servers,
+                self.remote_prefix,
+                *topics,
+            ],
+            "bareloop",
+        )
+
+    @property
+    def checkpoints(self) -> bool:
+        return False
+
+
+def make(cid: str, index: int, work: Path) -> Contender:
+    src, tgt = f"S{index}", f"T{index}"
+    cls: type[Contender] = {
+        stats.MM2_TUNED: MM2,
+        stats.MM2_DEFAULTS: MM2,
+        stats.MIRRORLIB: Mirrorlib,
+        stats.BARE_LOOP: BareLoop,
+    }[cid]
+    return cls(cid, src, tgt, work)

@@ -1,0 +1,86 @@
+"""Paced producer: ``python -m bench.pacer BOOTSTRAP TOPIC --rate R --seconds S --size B``.
+
+Writes records round-robin over the topic's partitions at a fixed rate (``--rate 0``: as fast as
+possible). Each value starts with ``>qqi``: the produce time (``time.time_ns()``), a per-partition
+sequence number that equals the record's upstream offset (the topic has one idempotent writer at
+a time, and the sequence starts at the partition's end offset), and the rate of the phase; the
+rest is filler up to ``--size`` bytes. Prints one JSON line with the count when done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+HEAD = struct.Struct(">qqi")
+
+
+def decode(value: bytes) -> tuple[int, int, int]:
+    """(produce time ns, sequence, phase rate) of a pacer record."""
+    send_ns, seq, rate = HEAD.unpack_from(value)
+    return send_ns, seq, rate
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("bootstrap")
+    p.add_argument("topic")
+    p.add_argument("--rate", type=float, default=1000)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--count", type=int, default=0, help="stop after this many records (0: time)")
+    p.add_argument("--size", type=int, default=1024)
+    args = p.parse_args()
+
+    meta = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "bench-pacer-meta"})
+    parts = sorted(meta.list_topics(args.topic, timeout=10).topics[args.topic].partitions)
+    seqs = [meta.get_watermark_offsets(TopicPartition(args.topic, q), timeout=10)[1] for q in parts]
+    meta.close()
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0 if args.rate else 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    filler = b"x" * max(args.size - HEAD.size, 0)
+    rate = int(args.rate)
+    n = 0
+    start = time.monotonic()
+    end = start + args.seconds
+    np = len(parts)
+    while True:
+        now = time.monotonic()
+        if args.count and n >= args.count:
+            break
+        if not args.count and now >= end:
+            break
+        due = int((now - start) * args.rate) + 1 if args.rate else n + 1000
+        if args.count:
+            due = min(due, args.count)
+        if due <= n:
+            producer.poll(0)
+            time.sleep(min(0.0005, max(0.0, start + (n + 1) / args.rate - now)))
+            continue
+        while n < due:
+            i = n % np
+            value = HEAD.pack(time.time_ns(), seqs[i], rate) + filler
+            try:
+                producer.produce(args.topic, value, None, parts[i])
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            seqs[i] += 1
+            n += 1
+        producer.poll(0)
+    left = producer.flush(60)
+    print(json.dumps({"records": n, "seconds": time.monotonic() - start, "unflushed": left}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""CPU seconds and peak memory of one process tree, from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name may contain spaces: split after the closing parenthesis
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (from /proc/<pid>/task/*/children)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                kids = Path(f"/proc/{p}/task/{t}/children").read_text().split()
+            except OSError:
+                continue
+            for k in kids:
+                out.append(int(k))
+                todo.append(int(k))
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """utime+stime of ``pid`` and its living descendants, plus cutime+cstime (reaped children)."""
+    total = 0.0
+    for i, p in enumerate([pid, *children(pid)]):
+        fields = _stat(p)
+        if fields is None:
+            continue
+        # fields[0] is the state (field 3); utime is field 14 -> index 11
+        ticks = int(fields[11]) + int(fields[12])
+        if i == 0:
+            ticks += int(fields[13]) + int(fields[14])
+        total += ticks / _TICK
+    return total
+
+
+def tree_rss_bytes(pid: int) -> int:
+    total = 0
+    for p in [pid, *children(pid)]:
+        fields = _stat(p)
+        if fields is not None:
+            total += int(fields[21]) * _PAGE  # rss (field 24), in pages
+    return total
+
+
+class ProcMonitor:
+    """Samples the RSS of a process tree in the background; reads CPU seconds on demand."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_rss = 0
+        self._window_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"procmon-{pid}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            rss = tree_rss_bytes(self.pid)
+            self.peak_rss = max(self.peak_rss, rss)
+            self._window_peak = max(self._window_peak, rss)
+
+    def cpu(self) -> float:
+        return tree_cpu_seconds(self.pid)
+
+    def reset_window(self) -> None:
+        self._window_peak = tree_rss_bytes(self.pid)
+
+    def window_peak_mb(self) -> float:
+        return max(self._window_peak, tree_rss_bytes(self.pid)) / 1e6
+
+    def peak_mb(self) -> float:
+        return max(self.peak_rss, tree_rss_bytes(self.pid)) / 1e6
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)

@@ -1,0 +1,512 @@
+"""One command for the whole benchmark: ``.venv/bin/python -m bench.run [--full]``.
+
+Starts two local clusters (``mirrorlib.testing``), then for each contender in turn, on fresh
+topics: replicates a fixed ProducerPerformance data set per matrix cell (record size x
+partitions) and measures throughput, CPU and memory of the replicator process alone; then runs
+the latency / first-checkpoint / failover scenario. Writes ``bench/results/<date>.json``, a PNG
+chart, a Markdown summary, and (``--docs``) the results section of ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+
+import mirrorlib
+from bench import contenders, kio, stats
+from bench.contenders import Contender, make
+from bench.procmon import ProcMonitor
+from bench.scenario import run_scenario
+from mirrorlib.testing import KAFKA_VERSION, JvmOptions, java_executable, start_clusters
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MATRIX = [(100, 200_000), (1024, 100_000), (10240, 10_000)]
+PARTITIONS = (1, 16)
+WARMUP = (1024, 20_000)
+REPLICATORS = (stats.MM2_TUNED, stats.MM2_DEFAULTS, stats.MIRRORLIB, stats.BARE_LOOP)
+DOC_START = "<!-- bench-results:start -->"
+DOC_END = "<!-- bench-results:end -->"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cell_name(size: int, parts: int) -> str:
+    return f"{size}b-p{parts}"
+
+
+# -- machine --------------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem, 1),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def other_processes() -> list[str]:
+    """The busiest processes not started by this run (what else shared the machine)."""
+    me = os.getpid()
+    out = subprocess.run(
+        ["ps", "-eo", "pid,ppid,pcpu,etimes,args", "--sort=-pcpu"],
+        check=False,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()[1:]
+    busy = []
+    for line in out:
+        parts = line.split(None, 4)
+        if len(parts) < 5 or int(parts[0]) == me or int(parts[1]) == me:
+            continue
+        if float(parts[2]) >= 5.0:
+            busy.append(f"{parts[2]}% {parts[4][:120]}")
+    return busy[:8]
+
+
+def versions() -> dict[str, Any]:
+    java = subprocess.run(
+        [java_executable(), "-version"], check=False, capture_output=True, text=True
+    ).stderr
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "src"],
+            check=False,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        commit, dirty = "unknown", ""
+    return {
+        "mirrorlib": mirrorlib.__version__,
+        "mirrorlib_commit": commit + ("+dirty-src" if dirty else ""),
+        "kafka": KAFKA_VERSION,
+        "python": platform.python_version(),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "java": java.splitlines()[0] if java else "unknown",
+    }
+
+
+# -- throughput -----------------------------------------------------------------------------------
+
+
+def throughput_phase(
+    contender: Contender,
+    a: Any,
+    b: Any,
+    prefix: str,
+    matrix: list[tuple[int, int, int]],
+    work: Path,
+    profile: bool,
+) -> list[dict[str, Any]]:
+    """Replicate every cell with one (warm) replicator process: the process is SIGSTOPped while
+    a cell's data set is preloaded, then SIGCONTed; time and CPU run from the SIGCONT until the
+    target holds every record."""
+    warm = f"{prefix}warm"
+    topics = {warm: 4, **{f"{prefix}{cell_name(s, p)}": p for s, p, _ in matrix}}
+    kio.create_topics(a.bootstrap_servers, topics)
+    kio.producer_performance(work, a.bootstrap_servers, warm, WARMUP[1], WARMUP[0])
+    contender.start(a, b, list(topics), prefix + ".*")
+    mon = ProcMonitor(contender.pid)
+    ob = kio.Offsets(b.bootstrap_servers)
+    rows = []
+    spy = None
+    try:
+        if (
+            ob.wait_total(contender.remote(warm), WARMUP[1], 240, check=contender.alive_or_raise)
+            is None
+        ):
+            raise RuntimeError(f"{contender.id}: warm-up data never arrived on the target")
+        deadline = time.monotonic() + 120
+        for t, n in topics.items():
+            while len(ob.partitions(contender.remote(t))) != n:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{contender.id}: remote topic of {t} not created")
+                ob._parts.pop(contender.remote(t), None)
+                time.sleep(0.2)
+        time.sleep(3.0)  # let task assignment settle (MM2 reconfigures tasks after discovery)
+        log(f"{contender.id}: warm (start + {WARMUP[1]} warm-up records), measuring")
+        if profile:
+            spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(contender.pid), "--rate", "200", "--format", "raw",
+                 "--nonblocking", "-o", str(work / "py-spy-mirrorlib.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        for size, parts, n in matrix:
+            topic = f"{prefix}{cell_name(size, parts)}"
+            contender.suspend()
+            try:
+                pre = kio.producer_performance(work, a.bootstrap_servers, topic, n, size)
+            finally:
+                contender.resume()
+            t0 = time.monotonic()
+            cpu0 = mon.cpu()
+            mon.reset_window()
+            t1 = ob.wait_total(
+                contender.remote(topic),
+                n,
+                max(300.0, n * size / 2e6),
+                check=contender.alive_or_raise,
+            )
+            if t1 is None:
+                raise RuntimeError(f"{contender.id}: {topic} not complete on the target")
+            cpu1 = mon.cpu()
+            row = stats.throughput(
+                contender.id, record_size=size, partitions=parts, records=n, seconds=t1 - t0,
+                cpu_s=cpu1 - cpu0, peak_rss_mb=mon.window_peak_mb(),
+                preload_records_per_s=pre["records_per_s"],
+            )  # fmt: skip
+            rows.append(row)
+            log(
+                f"{contender.id} {cell_name(size, parts)}: {row['records_per_s']:,.0f} rec/s "
+                f"{row['mb_per_s']} MB/s, {row['cpu_s_per_million']} CPU-s/M, "
+                f"{row['peak_rss_mb']} MB"
+            )
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            try:
+                spy.wait(60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+        mon.close()
+        ob.close()
+        contender.stop()
+        kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
+        kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+    return rows
+
+
+def producer_ceiling(
+    a: Any, b: Any, prefix: str, matrix: list[tuple[int, int, int]], work: Path
+) -> list[dict[str, Any]]:
+    """The same data written by ProducerPerformance straight into the target."""
+    rows = []
+    kio.create_topics(b.bootstrap_servers, {f"{prefix}{cell_name(s, p)}": p for s, p, _ in matrix})
+    for size, parts, n in matrix:
+        res = kio.producer_performance(
+            work, b.bootstrap_servers, f"{prefix}{cell_name(size, parts)}", n, size
+        )
+        row = stats.throughput(
+            stats.PLAIN_PRODUCER, record_size=size, partitions=parts, records=n,
+            seconds=n / res["records_per_s"], cpu_s=res["cpu_s"], peak_rss_mb=res["peak_rss_mb"],
+            cpu_includes_jvm_start=True,
+        )  # fmt: skip
+        rows.append(row)
+        log(f"{stats.PLAIN_PRODUCER} {cell_name(size, parts)}: {row['records_per_s']:,.0f} rec/s")
+    kio.delete_topics(b.bootstrap_servers, re.escape(prefix) + ".*")
+    return rows
+
+
+# -- profile summary ------------------------------------------------------------------------------
+
+
+def summarize_pyspy(path: Path, top: int = 25) -> dict[str, Any]:
+    """Self and inclusive sample shares per function from py-spy's raw (collapsed) output."""
+    self_n: dict[str, int] = {}
+    incl_n: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f.strip() for f in stack.split(";")]
+        total += n
+        leaf = frames[-1]
+        self_n[leaf] = self_n.get(leaf, 0) + n
+        for f in set(frames):
+            incl_n[f] = incl_n.get(f, 0) + n
+
+    def share(d: dict[str, int]) -> list[tuple[str, float]]:
+        return [
+            (k, round(100 * v / total, 1))
+            for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]
+        ]
+
+    return {"samples": total, "self_pct": share(self_n), "inclusive_pct": share(incl_n)}
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def chart(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = doc["throughput"]
+    cells = sorted({(r["record_size"], r["partitions"]) for r in rows})
+    contenders = [c for c in stats.LABELS if any(r["contender"] == c for r in rows)]
+    idx = {(r["contender"], r["record_size"], r["partitions"]): r for r in rows}
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    width = 0.8 / max(len(contenders), 1)
+    xs = range(len(cells))
+    labels = [f"{stats.size_label(s)}\n{p} part." for s, p in cells]
+    for ax, key, title in (
+        (axes[0], "mb_per_s", "throughput, MB/s (higher is better)"),
+        (axes[1], "cpu_s_per_million", "CPU-seconds per million records (lower is better)"),
+    ):
+        for i, c in enumerate(contenders):
+            vals = [(idx.get((c, s, p)) or {}).get(key) or 0 for s, p in cells]
+            ax.bar([x + i * width for x in xs], vals, width, label=c)
+        ax.set_xticks([x + width * (len(contenders) - 1) / 2 for x in xs], labels)
+        ax.set_title(title)
+        if key == "cpu_s_per_million":
+            ax.set_yscale("log")
+    axes[0].legend(fontsize=8)
+    sc = [s for s in doc["scenarios"] if s.get("latency_ms")]
+    for j, rate in enumerate(("1000", "10000")):
+        vals = [(s["latency_ms"].get(rate) or {}).get("p99") or 0 for s in sc]
+        axes[2].bar([i + j * 0.4 for i in range(len(sc))], vals, 0.4, label=f"p99 @ {rate} rec/s")
+    axes[2].set_xticks([i + 0.2 for i in range(len(sc))], [s["contender"] for s in sc], fontsize=8)
+    axes[2].set_title("end-to-end latency p99, ms (lower is better)")
+    axes[2].set_yscale("log")
+    axes[2].legend(fontsize=8)
+    fig.suptitle(
+        f"mirrorlib vs MirrorMaker 2 — {doc['settings']['date']} — {doc['machine']['cores']} cores"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def markdown(doc: dict[str, Any], png: str) -> str:
+    m, v, s = doc["machine"], doc["versions"], doc["settings"]
+    lines = [
+        f"Run of {s['date']} (`{s['command']}`), {s['elapsed_s']:.0f} s in total.",
+        "",
+        f"* Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}; "
+        f"load average at start {', '.join(f'{x:.2f}' for x in m['loadavg_start'])}, "
+        f"at end {', '.join(f'{x:.2f}' for x in m.get('loadavg_end', []))}.",
+        f"* Also running at start: {'; '.join(m.get('other_processes_start') or ['nothing busy'])}.",
+        f"* Also running at end: {'; '.join(m.get('other_processes_end') or ['nothing busy'])}.",
+        f"* Versions: mirrorlib {v['mirrorlib']} ({v['mirrorlib_commit']}), Kafka {v['kafka']} "
+        f"(brokers, MM2, ProducerPerformance), {v['java']}, Python {v['python']}, "
+        f"confluent-kafka {v['confluent_kafka']} / librdkafka {v['librdkafka']}.",
+        f"* Matrix: {', '.join(f'{n:,} x {stats.size_label(sz)}' for sz, n in s['sizes'])}; "
+        f"partitions {', '.join(map(str, s['partitions']))}. Scenario: {s['scenario']}.",
+        "",
+        "### Ratios (mirrorlib ÷ other; throughput > 1 = mirrorlib faster, CPU < 1 = mirrorlib cheaper)",
+        "",
+        stats.ratio_table(doc["ratios"]),
+        "",
+        "### Targets",
+        "",
+        stats.targets_table(doc["targets"]),
+        "",
+        "### Throughput to completion, per contender",
+        "",
+        stats.throughput_table(doc["throughput"]),
+        "",
+        "### Latency, first checkpoint, failover",
+        "",
+        stats.scenario_table(doc["scenarios"]),
+        "",
+        f"![chart]({png})",
+    ]
+    if doc.get("notes"):
+        lines += ["", "Notes from the run:", ""] + [f"* {n}" for n in doc["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def update_docs(md: str, docs: Path) -> None:
+    text = docs.read_text() if docs.exists() else f"# Benchmarks\n\n{DOC_START}\n{DOC_END}\n"
+    if DOC_START not in text:
+        text += f"\n{DOC_START}\n{DOC_END}\n"
+    head, _, rest = text.partition(DOC_START)
+    _, _, tail = rest.partition(DOC_END)
+    docs.write_text(f"{head}{DOC_START}\n{md}{DOC_END}{tail}")
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    p.add_argument("--full", action="store_true", help="5x larger data sets, 30 s latency phases")
+    p.add_argument("--quick", action="store_true", help="tiny smoke run (not for results)")
+    p.add_argument("--contenders", default=",".join((*REPLICATORS, stats.PLAIN_PRODUCER)))
+    p.add_argument("--no-scenarios", action="store_true")
+    p.add_argument("--no-throughput", action="store_true")
+    p.add_argument(
+        "--profile", action="store_true", help="py-spy the mirrorlib process (skews its figures)"
+    )
+    p.add_argument(
+        "--docs", action="store_true", help="rewrite the results section of docs/benchmarks.md"
+    )
+    p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--mirrorlib-rev", default="HEAD", help="git revision the mirrorlib contender runs"
+    )
+    args = p.parse_args(argv)
+
+    began = time.monotonic()
+    date = dt.datetime.now().strftime("%Y-%m-%d")
+    run_id = f"b{int(time.time()) % 100000}"
+    seed = args.seed if args.seed is not None else int(time.time())
+    rng = random.Random(seed)
+    factor = 5 if args.full else 1
+    if args.quick:
+        sizes = [(1024, 5_000)]
+        parts: tuple[int, ...] = (1, 4)
+    else:
+        sizes = [(s, n * factor) for s, n in DEFAULT_MATRIX]
+        parts = PARTITIONS
+    matrix = [(s, p_, n) for s, n in sizes for p_ in parts]
+    scenario_seconds = 30.0 if args.full else (4.0 if args.quick else 10.0)
+    wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(os.environ.get("BENCH_WORK_DIR", f"/tmp/mirrorlib-bench-{run_id}"))
+    work.mkdir(parents=True, exist_ok=True)
+
+    # The mirrorlib contender runs a snapshot of a commit, not the (possibly half-edited) tree.
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.mirrorlib_rev],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    snap = work / f"mirrorlib-{rev[:10]}"
+    if not snap.exists():
+        snap.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "src/mirrorlib"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
+    contenders.MIRRORLIB_SRC = str(snap / "src")
+    log(f"mirrorlib contender runs commit {rev[:10]} from {snap}")
+
+    machine = machine_info()
+    machine["other_processes_start"] = other_processes()
+    notes: list[str] = []
+    rows: list[dict[str, Any]] = []
+    scenarios: list[dict[str, Any]] = []
+    contender_settings: dict[str, Any] = {}
+    log(f"run {run_id}, work dir {work}, matrix {matrix}")
+    with start_clusters(["A", "B"], jvm=JvmOptions(heap="1g", fast_jit=False)) as (a, b):
+        log(f"clusters up: A {a.bootstrap_servers}, B {b.bootstrap_servers}; warming the brokers")
+        for c in (a, b):  # discard a first run: JIT-warm the brokers and the tools' code paths
+            kio.create_topics(c.bootstrap_servers, {f"{run_id}-jit": 4})
+            kio.producer_performance(work, c.bootstrap_servers, f"{run_id}-jit", 100_000, 1024)
+        if not args.no_throughput:
+            for k, cid in enumerate(wanted):
+                if cid == stats.PLAIN_PRODUCER:
+                    rows += producer_ceiling(a, b, f"bench-{run_id}-{k}-", matrix, work)
+                    continue
+                if cid == stats.SPARK:
+                    continue
+                con = make(cid, k, work)
+                log(f"throughput: {cid}")
+                rows += throughput_phase(
+                    con, a, b, f"bench-{run_id}-{k}-", matrix, work,
+                    profile=args.profile and cid == stats.MIRRORLIB,
+                )  # fmt: skip
+                contender_settings[cid] = con.settings
+        if not args.no_scenarios:
+            for k, cid in enumerate(wanted):
+                if cid in (stats.PLAIN_PRODUCER, stats.SPARK):
+                    continue
+                con = make(cid, 50 + k, work)
+                log(f"scenario: {cid}")
+                res = run_scenario(con, a, b, f"scn-{run_id}-{k}-", scenario_seconds, rng)
+                log(
+                    f"scenario {cid}: {json.dumps({x: res.get(x) for x in ('latency_ms', 'first_checkpoint_s')})}"
+                )
+                if res.get("failover"):
+                    log(
+                        f"failover {cid}: re-read settled {res['failover']['reread_settled']}, immediate {res['failover']['reread_immediate']}"
+                    )
+                scenarios.append(res)
+                contender_settings.setdefault(cid, con.settings)
+    if importlib.util.find_spec("mirrorlib.spark") is None:
+        notes.append(
+            "mirrorlib on Spark (local[2]): not available yet (no mirrorlib.spark module); no row."
+        )
+    machine["loadavg_end"] = os.getloadavg()
+    machine["other_processes_end"] = other_processes()
+    settings = {
+        "date": date,
+        "run_id": run_id,
+        "seed": seed,
+        "command": "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "elapsed_s": round(time.monotonic() - began, 1),
+        "sizes": sizes,
+        "partitions": list(parts),
+        "warmup": {
+            "brokers": "100,000 x 1 KiB per cluster, discarded",
+            "replicators": f"{WARMUP[1]:,} x {stats.size_label(WARMUP[0])}, discarded",
+        },
+        "preload_producer_props": kio.PRODUCER_PROPS,
+        "scenario": (
+            f"{scenario_seconds:g} s at 1,000 then 10,000 records/s of {1024} B on 4 partitions "
+            "(first second of each rate discarded), failover group stopped at a random moment "
+            "of the 10k/s phase"
+        ),
+        "contenders": contender_settings,
+        "broker_jvm": "-Xms1g -Xmx1g, G1, C1+C2 (no TieredStopAtLevel)",
+    }
+    settings["mirrorlib_contender_commit"] = rev
+    doc = stats.document(
+        machine=machine, versions=versions(), settings=settings, throughput_rows=rows,
+        scenarios=scenarios, notes=notes,
+    )  # fmt: skip
+    stem = f"{date}{'-quick' if args.quick else ''}{'-full' if args.full else ''}{'-profile' if args.profile else ''}"
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    if rows:
+        chart(doc, out / f"{stem}.png")
+    md = markdown(doc, f"../bench/results/{stem}.png")
+    (out / f"{stem}.md").write_text(md)
+    if args.profile and (work / "py-spy-mirrorlib.txt").exists():
+        prof = summarize_pyspy(work / "py-spy-mirrorlib.txt")
+        (out / f"{stem}-pyspy.json").write_text(json.dumps(prof, indent=2) + "\n")
+        log(f"py-spy profile summary in {out / f'{stem}-pyspy.json'}")
+    if args.docs:
+        update_docs(md, ROOT / "docs" / "benchmarks.md")
+    print(md)
+    log(f"done in {time.monotonic() - began:.0f}s: {out / stem}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""Pure helpers of the benchmark harness: statistics, the ratio table and the JSON document.
+
+Nothing here talks to Kafka, so ``tests/bench`` can check it without a broker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Contender ids, in the order of the table.
+MM2_TUNED = "mm2"
+MM2_DEFAULTS = "mm2-defaults"
+MIRRORLIB = "mirrorlib"
+SPARK = "mirrorlib-spark"
+BARE_LOOP = "ceiling-loop"
+PLAIN_PRODUCER = "ceiling-producer"
+
+LABELS = {
+    MM2_TUNED: "MM2 (same client settings)",
+    MM2_DEFAULTS: "MM2 (defaults)",
+    MIRRORLIB: "mirrorlib embedded",
+    SPARK: "mirrorlib on Spark local[2]",
+    BARE_LOOP: "ceiling: bare consume+produce loop",
+    PLAIN_PRODUCER: "ceiling: ProducerPerformance into target",
+}
+
+#: Keys every throughput measurement carries in the JSON file.
+THROUGHPUT_KEYS = (
+    "contender",
+    "record_size",
+    "partitions",
+    "records",
+    "seconds",
+    "records_per_s",
+    "mb_per_s",
+    "cpu_s",
+    "cpu_s_per_million",
+    "peak_rss_mb",
+)
+#: Keys every scenario (latency, checkpoint, failover) measurement carries.
+SCENARIO_KEYS = (
+    "contender",
+    "latency_ms",
+    "first_checkpoint_s",
+    "failover",
+    "peak_rss_mb",
+)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation (numpy's default); NaN if empty."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {q}")
+    if not values:
+        return math.nan
+    data = sorted(values)
+    if len(data) == 1:
+        return float(data[0])
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    if lo == hi:
+        return float(data[lo])
+    return float(data[lo] + (data[hi] - data[lo]) * (pos - lo))
+
+
+def latency_summary(samples_ms: Sequence[float]) -> dict[str, float | int]:
+    """count, p50, p99, max of latency samples in milliseconds."""
+    return {
+        "count": len(samples_ms),
+        "p50": round(percentile(samples_ms, 50), 3),
+        "p99": round(percentile(samples_ms, 99), 3),
+        "max": round(max(samples_ms), 3) if samples_ms else math.nan,
+    }
+
+
+def throughput(
+    contender: str,
+    *,
+    record_size: int,
+    partitions: int,
+    records: int,
+    seconds: float,
+    cpu_s: float | None,
+    peak_rss_mb: float | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One throughput measurement: ``records`` of ``record_size`` bytes copied in ``seconds``."""
+    if seconds <= 0:
+        raise ValueError("seconds must be positive")
+    rate = records / seconds
+    out: dict[str, Any] = {
+        "contender": contender,
+        "record_size": record_size,
+        "partitions": partitions,
+        "records": records,
+        "seconds": round(seconds, 3),
+        "records_per_s": round(rate, 1),
+        "mb_per_s": round(rate * record_size / 1e6, 2),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 3),
+        "cpu_s_per_million": None if cpu_s is None else round(cpu_s / records * 1e6, 2),
+        "peak_rss_mb": None if peak_rss_mb is None else round(peak_rss_mb, 1),
+    }
+    out.update(extra)
+    return out
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is missing or b is zero."""
+    if a is None or b is None or b == 0 or math.isnan(a) or math.isnan(b):
+        return None
+    return a / b
+
+
+def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int, int], Mapping[str, Any]]:
+    return {(r["contender"], r["record_size"], r["partitions"]): r for r in rows}
+
+
+def ratio_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per cell (record size, partitions): mirrorlib's throughput and CPU against MM2 and the
+    ceilings. Ratios > 1 mean mirrorlib is faster (throughput) or uses more CPU (cpu)."""
+    idx = _index(rows)
+    cells = sorted({(r["record_size"], r["partitions"]) for r in rows})
+    out = []
+    for size, parts in cells:
+        ml = idx.get((MIRRORLIB, size, parts))
+        if ml is None:
+            continue
+
+        def get(c: str, key: str, size: int = size, parts: int = parts) -> float | None:
+            row = idx.get((c, size, parts))
+            return None if row is None else row.get(key)
+
+        rate = ml["records_per_s"]
+        cpu = ml.get("cpu_s_per_million")
+        out.append(
+            {
+                "record_size": size,
+                "partitions": parts,
+                "mirrorlib_records_per_s": rate,
+                "tput_vs_mm2": ratio(rate, get(MM2_TUNED, "records_per_s")),
+                "tput_vs_mm2_defaults": ratio(rate, get(MM2_DEFAULTS, "records_per_s")),
+                "tput_vs_loop": ratio(rate, get(BARE_LOOP, "records_per_s")),
+                "tput_vs_producer": ratio(rate, get(PLAIN_PRODUCER, "records_per_s")),
+                "cpu_vs_mm2": ratio(cpu, get(MM2_TUNED, "cpu_s_per_million")),
+                "cpu_vs_mm2_defaults": ratio(cpu, get(MM2_DEFAULTS, "cpu_s_per_million")),
+            }
+        )
+    return out
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def size_label(size: int) -> str:
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size // 1024} KiB"
+    return f"{size} B"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    ordered = sorted(
+        rows,
+        key=lambda r: (r["record_size"], r["partitions"], list(LABELS).index(r["contender"])),
+    )
+    return markdown_table(
+        [
+            "record",
+            "partitions",
+            "contender",
+            "records/s",
+            "MB/s",
+            "CPU-s / M records",
+            "peak RSS MB",
+        ],
+        (
+            [
+                size_label(r["record_size"]),
+                r["partitions"],
+                r["contender"],
+                r["records_per_s"],
+                r["mb_per_s"],
+                r.get("cpu_s_per_million"),
+                r.get("peak_rss_mb"),
+            ]
+            for r in ordered
+        ),
+    )
+
+
+def ratio_table(ratios: Sequence[Mapping[str, Any]]) -> str:
+    return markdown_table(
+        [
+            "record",
+            "partitions",
+            "mirrorlib rec/s",
+            "÷ MM2",
+            "÷ MM2 defaults",
+            "÷ ceiling loop",
+            "÷ ceiling producer",
+            "CPU ÷ MM2",
+            "CPU ÷ MM2 defaults",
+        ],
+        (
+            [
+                size_label(r["record_size"]),
+                r["partitions"],
+                r["mirrorlib_records_per_s"],
+                r["tput_vs_mm2"],
+                r["tput_vs_mm2_defaults"],
+                r["tput_vs_loop"],
+                r["tput_vs_producer"],
+                r["cpu_vs_mm2"],
+                r["cpu_vs_mm2_defaults"],
+            ]
+            for r in ratios
+        ),
+    )
+
+
+def scenario_table(scenarios: Sequence[Mapping[str, Any]]) -> str:
+    def lat(s: Mapping[str, Any], rate: str, key: str) -> Any:
+        return (s.get("latency_ms") or {}).get(rate, {}).get(key)
+
+    def fo(s: Mapping[str, Any], key: str) -> Any:
+        return (s.get("failover") or {}).get(key)
+
+    return markdown_table(
+        [
+            "contender",
+            "p50 @1k/s ms",
+            "p99 @1k/s ms",
+            "p50 @10k/s ms",
+            "p99 @10k/s ms",
+            "first checkpoint s",
+            "re-read (settled)",
+            "re-read (immediate)",
+            "peak RSS MB",
+        ],
+        (
+            [
+                s["contender"],
+                lat(s, "1000", "p50"),
+                lat(s, "1000", "p99"),
+                lat(s, "10000", "p50"),
+                lat(s, "10000", "p99"),
+                s.get("first_checkpoint_s"),
+                fo(s, "reread_settled"),
+                fo(s, "reread_immediate"),
+                s.get("peak_rss_mb"),
+            ]
+            for s in scenarios
+        ),
+    )
+
+
+def targets(
+    ratios: Sequence[Mapping[str, Any]], scenarios: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value and whether it is met (None: unknown)."""
+    out: list[dict[str, Any]] = []
+    kib = [r for r in ratios if r["record_size"] == 1024]
+
+    def worst(key: str, lowest: bool = True) -> float | None:
+        vals = [r[key] for r in kib if r.get(key) is not None]
+        if not vals:
+            return None
+        return min(vals) if lowest else max(vals)
+
+    def add(name: str, value: float | None, goal: float, higher_is_better: bool) -> None:
+        met = None if value is None else (value >= goal if higher_is_better else value <= goal)
+        out.append({"target": name, "value": value, "goal": goal, "met": met})
+
+    add("throughput ÷ MM2, 1 KiB (worst cell)", worst("tput_vs_mm2"), 1.5, True)
+    add("throughput ÷ ceiling loop, 1 KiB (worst cell)", worst("tput_vs_loop"), 0.7, True)
+    cpu = [r["cpu_vs_mm2"] for r in ratios if r.get("cpu_vs_mm2") is not None]
+    add("CPU per record ÷ MM2 (worst cell)", max(cpu) if cpu else None, 0.5, False)
+    by = {s["contender"]: s for s in scenarios}
+    ml = by.get(MIRRORLIB, {})
+    mm2 = by.get(MM2_TUNED, {})
+    mm2d = by.get(MM2_DEFAULTS, {})
+    p99 = (ml.get("latency_ms") or {}).get("10000", {}).get("p99")
+    add("latency p99 @10k/s, ms", p99, 50.0, False)
+    p99_mm2 = (mm2.get("latency_ms") or {}).get("10000", {}).get("p99")
+    add("latency p99 @10k/s ÷ MM2", ratio(p99, p99_mm2), 1.0, False)
+    rr = (ml.get("failover") or {}).get("reread_settled")
+    rr_mm2 = (mm2d.get("failover") or {}).get("reread_settled")
+    value = None if rr is None or rr_mm2 is None else float(rr - rr_mm2)
+    out.append(
+        {
+            "target": "re-read after failover - MM2 defaults' (must be < 0)",
+            "value": value,
+            "goal": 0,
+            "met": None if value is None else (rr < rr_mm2 or rr == 0 == rr_mm2),
+        }
+    )
+    return out
+
+
+def targets_table(items: Sequence[Mapping[str, Any]]) -> str:
+    def met(m: bool | None) -> str:
+        return "?" if m is None else ("met" if m else "**missed**")
+
+    return markdown_table(
+        ["target", "measured", "goal", ""],
+        ([t["target"], t["value"], t["goal"], met(t["met"])] for t in items),
+    )
+
+
+def document(
+    *,
+    machine: Mapping[str, Any],
+    versions: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    throughput_rows: Sequence[Mapping[str, Any]],
+    scenarios: Sequence[Mapping[str, Any]],
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The JSON document of one run."""
+    ratios = ratio_rows(throughput_rows)
+    return {
+        "schema": SCHEMA_VERSION,
+        "machine": dict(machine),
+        "versions": dict(versions),
+        "settings": dict(settings),
+        "throughput": [dict(r) for r in throughput_rows],
+        "ratios": ratios,
+        "scenarios": [dict(s) for s in scenarios],
+        "targets": targets(ratios, scenarios),
+        "notes": list(notes),
+    }
+
+
+def check_document(doc: Mapping[str, Any]) -> list[str]:
+    """Problems with the shape of a result document (empty if it is well-formed)."""
+    problems = []
+    for key in (
+        "schema",
+        "machine",
+        "versions",
+        "settings",
+        "throughput",
+        "ratios",
+        "scenarios",
+        "targets",
+    ):
+        if key not in doc:
+            problems.append(f"missing key {key!r}")
+    for i, row in enumerate(doc.get("throughput", [])):
+        missing = [k for k in THROUGHPUT_KEYS if k not in row]
+        if missing:
+            problems.append(f"throughput[{i}] lacks {missing}")
+    for i, row in enumerate(doc.get("scenarios", [])):
+        missing = [k for k in SCENARIO_KEYS if k not in row]
+        if missing:
+            problems.append(f"scenarios[{i}] lacks {missing}")
+    return problems

@@ -1,0 +1,157 @@
+"""The benchmark harness's pure parts: statistics, ratio table, targets, JSON shape (no broker)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench import kio, stats
+
+
+def test_percentile_interpolates_like_numpy():
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([5], 99) == 5
+    assert stats.percentile(list(range(101)), 99) == 99
+    assert math.isnan(stats.percentile([], 50))
+    with pytest.raises(ValueError):
+        stats.percentile([1], 101)
+
+
+def test_latency_summary():
+    s = stats.latency_summary([float(x) for x in range(1, 101)])
+    assert s == {"count": 100, "p50": 50.5, "p99": 99.01, "max": 100.0}
+
+
+def test_throughput_row():
+    row = stats.throughput(
+        stats.MIRRORLIB, record_size=1024, partitions=16, records=100_000, seconds=2.0,
+        cpu_s=1.5, peak_rss_mb=80.04, extra_field=1,
+    )  # fmt: skip
+    assert row["records_per_s"] == 50_000
+    assert row["mb_per_s"] == 51.2
+    assert row["cpu_s_per_million"] == 15.0
+    assert row["peak_rss_mb"] == 80.0
+    assert row["extra_field"] == 1
+    assert set(stats.THROUGHPUT_KEYS) <= set(row)
+    with pytest.raises(ValueError):
+        stats.throughput(
+            "x", record_size=1, partitions=1, records=1, seconds=0, cpu_s=None, peak_rss_mb=None
+        )
+
+
+def _rows():
+    def row(c, rate, cpu):
+        return stats.throughput(
+            c,
+            record_size=1024,
+            partitions=1,
+            records=int(rate),
+            seconds=1.0,
+            cpu_s=cpu,
+            peak_rss_mb=1,
+        )
+
+    return [
+        row(stats.MIRRORLIB, 30_000, 0.6),
+        row(stats.MM2_TUNED, 20_000, 1.0),
+        row(stats.MM2_DEFAULTS, 10_000, 1.0),
+        row(stats.BARE_LOOP, 40_000, 0.3),
+        row(stats.PLAIN_PRODUCER, 60_000, 2.0),
+    ]
+
+
+def test_ratio_rows_and_targets():
+    ratios = stats.ratio_rows(_rows())
+    assert len(ratios) == 1
+    r = ratios[0]
+    assert r["tput_vs_mm2"] == pytest.approx(1.5)
+    assert r["tput_vs_mm2_defaults"] == pytest.approx(3.0)
+    assert r["tput_vs_loop"] == pytest.approx(0.75)
+    assert r["tput_vs_producer"] == pytest.approx(0.5)
+    # CPU per million: mirrorlib 0.6/30000 vs MM2 1.0/20000
+    assert r["cpu_vs_mm2"] == pytest.approx((0.6 / 30_000) / (1.0 / 20_000))
+    scenarios = [
+        {
+            "contender": stats.MIRRORLIB,
+            "latency_ms": {"10000": {"p99": 20.0}},
+            "failover": {"reread_settled": 0},
+        },
+        {
+            "contender": stats.MM2_TUNED,
+            "latency_ms": {"10000": {"p99": 40.0}},
+            "failover": {"reread_settled": 50},
+        },
+        {
+            "contender": stats.MM2_DEFAULTS,
+            "latency_ms": {"10000": {"p99": 80.0}},
+            "failover": {"reread_settled": 90},
+        },
+    ]
+    t = {x["target"]: x for x in stats.targets(ratios, scenarios)}
+    assert t["throughput ÷ MM2, 1 KiB (worst cell)"]["met"] is True
+    assert t["throughput ÷ ceiling loop, 1 KiB (worst cell)"]["met"] is True
+    cpu = t["CPU per record ÷ MM2 (worst cell)"]
+    assert cpu["value"] == pytest.approx(0.4) and cpu["met"] is True
+    assert t["latency p99 @10k/s, ms"]["met"] is True
+    assert t["latency p99 @10k/s ÷ MM2"]["value"] == pytest.approx(0.5)
+    rr = next(x for x in t.values() if x["target"].startswith("re-read"))
+    assert rr["met"] is True and rr["value"] == -90
+
+
+def test_ratio_missing_values():
+    assert stats.ratio(1.0, None) is None
+    assert stats.ratio(1.0, 0) is None
+    assert stats.ratio(None, 1.0) is None
+    only_ml = [r for r in _rows() if r["contender"] == stats.MIRRORLIB]
+    (r,) = stats.ratio_rows(only_ml)
+    assert r["tput_vs_mm2"] is None
+    assert "n/a" in stats.ratio_table([r])
+
+
+def test_document_shape_and_tables():
+    scenarios = [
+        {
+            "contender": stats.MIRRORLIB,
+            "latency_ms": {"1000": {"p50": 2.0, "p99": 5.0}, "10000": {"p50": 3.0, "p99": 9.0}},
+            "first_checkpoint_s": 2.5,
+            "failover": {"reread_settled": 0, "reread_immediate": 12},
+            "peak_rss_mb": 70.0,
+        }
+    ]
+    doc = stats.document(
+        machine={"cores": 2}, versions={"kafka": "4.3.1"}, settings={"date": "2026-01-01"},
+        throughput_rows=_rows(), scenarios=scenarios, notes=["n"],
+    )  # fmt: skip
+    assert stats.check_document(doc) == []
+    assert json.loads(json.dumps(doc))["schema"] == stats.SCHEMA_VERSION
+    assert stats.check_document({"throughput": [{"contender": "x"}]})  # problems found
+    table = stats.throughput_table(doc["throughput"])
+    assert table.count("\n") == 1 + len(_rows())
+    assert "1 KiB" in table
+    sc = stats.scenario_table(doc["scenarios"])
+    assert "9.00" in sc and "2.50" in sc
+    assert "met" in stats.targets_table(doc["targets"])
+
+
+def test_size_label_and_fmt():
+    assert stats.size_label(100) == "100 B"
+    assert stats.size_label(10240) == "10 KiB"
+    assert stats.fmt(None) == "n/a"
+    assert stats.fmt(1234.5) == "1,234.50"
+    assert stats.fmt(1234) == "1,234"
+
+
+def test_parse_producer_performance():
+    out = (
+        "50000 records sent, 49950.0 records/sec (48.78 MB/sec), 10.1 ms avg latency, 300.0 ms max latency.\n"
+        "100000 records sent, 81037.277147 records/sec (79.14 MB/sec), 85.56 ms avg latency, "
+        "322.00 ms max latency, 79 ms 50th, 200 ms 95th, 250 ms 99th, 300 ms 99.9th.\n"
+    )
+    res = kio.parse_producer_performance(out)
+    assert res["records"] == 100_000
+    assert res["records_per_s"] == pytest.approx(81037.277147)
+    assert res["p99_latency_ms"] == 250
+    with pytest.raises(ValueError):
+        kio.parse_producer_performance("nothing")

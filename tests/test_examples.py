@@ -1,0 +1,103 @@
+"""Every script in examples/ runs (the integration ones on real clusters)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import javaproperties
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from mirrorlib.testing import ClusterSet
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name: str) -> ModuleType:
+    if str(EXAMPLES.parent) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES.parent))
+    return importlib.import_module(f"examples.{name}")
+
+
+def test_custom_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    module = load("custom_policy")
+    module.main()
+    out = capsys.readouterr().out
+    assert "orders.from-us-east" in out and "original topic               = orders" in out
+    policy = module.SuffixReplicationPolicy()
+    assert policy.topic_source("orders") is None
+    assert policy.upstream_topic("a.from-x") == "a"
+    assert policy.is_checkpoints_topic("x.checkpoints.internal")
+    from mirrorlib import MirrorConfig
+
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "h:1",
+            "B.bootstrap.servers": "h:2",
+            "replication.policy.class": "examples.custom_policy:SuffixReplicationPolicy",
+        }
+    )
+    assert cfg.flow("A", "B").policy.format_remote_topic("A", "t") == "t.from-A"
+
+
+def _produce(cluster: Any, topic: str, n: int) -> None:
+    p = Producer(cluster.client_config())
+    for i in range(n):
+        p.produce(topic, value=f"{topic}-{i}".encode(), partition=i % 2)
+    assert p.flush(10) == 0
+
+
+@pytest.mark.integration
+def test_embedded_service(two_clusters: ClusterSet, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two_clusters
+    a.create_topic("ex.service", 2)
+    _produce(a, "ex.service", 50)
+    module = load("embedded_service")
+    report = module.main(
+        ["--source", a.bootstrap_servers, "--target", b.bootstrap_servers,
+         "--topics", "ex\\.service", "--seconds", "12", "--report-every", "2"]
+    )  # fmt: skip
+    assert report["healthy"], report
+    assert report["flows"][0]["replicated"] >= 50
+    assert '"flow": "primary->standby"' in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_failover_client(two_clusters: ClusterSet, tmp_path: Path) -> None:
+    from mirrorlib import Replicator
+    from tests.runtime.conftest import config, end_offsets, mm2_properties, wait_for
+
+    a, b = two_clusters
+    a.create_topic("ex.orders", 2)
+    _produce(a, "ex.orders", 80)
+    props = mm2_properties(two_clusters, ["A->B"], **{"A->B.topics": "ex\\.orders"})
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    c = Consumer(
+        {
+            **a.client_config(),
+            "group.id": "ex-billing",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe(["ex.orders"])
+    seen: list[bytes] = []
+    while len(seen) < 30:
+        seen += [m.value() for m in c.consume(30 - len(seen), timeout=1) if m.error() is None]
+    c.commit(asynchronous=False)
+    c.close()
+    with Replicator(config(two_clusters, ["A->B"], **{"A->B.topics": "ex\\.orders"})):
+        wait_for("copied", lambda: sum(end_offsets(b, "A.ex.orders").values()) >= 80)
+    module = load("failover_client")
+    records = module.main(
+        [str(path), "--group", "ex-billing", "--topic", "ex.orders", "--from", "A", "--to", "B"]
+    )
+    values = [m.value() for m in records]
+    assert len(values) == 50 and not set(values) & set(seen)
+    assert set(values) | set(seen) == {f"ex.orders-{i}".encode() for i in range(80)}

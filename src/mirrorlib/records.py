@@ -56,7 +56,7 @@ def _none_to_empty(value: str | None) -> str:
     return "" if value is None else value
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, cache_hash=True)
 class TopicPartition:
     """A topic name and partition number."""
 

@@ -75,6 +75,7 @@ class _Part:
         "parked_until",
         "remote",
         "retries",
+        "sampled_ts",
         "stats",
         "tp",
         "txn_last",
@@ -85,6 +86,7 @@ class _Part:
         self.tp = TopicPartition(key[0], key[1])
         self.remote = remote
         self.max_bytes: int | None = None  # the remote topic's max.message.bytes
+        self.sampled_ts: int | None = None  # tail timestamp at the last latency sample
         self.stats = stats
         self.acked: int | None = None  # last upstream offset acknowledged contiguously
         self.blocked_at: int | None = None  # first upstream offset whose delivery failed
@@ -124,6 +126,7 @@ class Copier:
         self._sync_producer: Any = None
         self.failed: str | None = None
         self._degraded: set[str] = set()
+        self._last_latency_sample = 0.0
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -165,7 +168,7 @@ class Copier:
             self._producer.init_transactions(s.admin_timeout_s)
         if s.emit_offset_syncs:
             sconf: dict[str, Any] = dict(s.offset_syncs_producer)
-            sconf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 0})
+            sconf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
             self._sync_producer = Producer(client_conf(sconf))
         self._consumer = Consumer(client_conf(cconf))
 
@@ -252,6 +255,10 @@ class Copier:
                 self._checkpoint_positions()
             self._retry_parked(now)
             self._send_offset_syncs()
+            self._sync_producer_poll()
+            if now - self._last_latency_sample >= 0.1:
+                self._sample_latency()
+                self._last_latency_sample = now
             if now - self._last_watermarks >= 2.0:
                 self._refresh_end_offsets()
                 self._last_watermarks = now
@@ -260,7 +267,7 @@ class Copier:
         produce = self._producer.produce
         parts = self._parts
         inflight = self._inflight
-        now_ms = time.time() * 1000.0
+        newest: dict[_Part, int] = {}  # newest source timestamp per partition in this batch
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -327,9 +334,13 @@ class Copier:
             st = part.stats
             st.byte_count += len(value) if value is not None else 0
             if ts > 0:
-                st.age.record(now_ms - ts)
+                newest[part] = ts
             if self.s.exactly_once:
                 part.txn_last = offset
+        if newest:
+            now_ms = time.time() * 1000.0
+            for p, newest_ts in newest.items():
+                p.stats.age.record(now_ms - newest_ts)  # record-age-ms, sampled once per batch
 
     def _client_error(self, side: str, alias: str) -> Any:
         """librdkafka's client-level errors (all brokers down, authentication...) go into the
@@ -366,8 +377,7 @@ class Copier:
         st = part.stats
         st.record_count += 1
         if ts > 0:
-            st.tail_timestamp_ms = ts
-            st.latency.record(time.time() * 1000.0 - ts)
+            st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
         if self.s.exactly_once:
             self._txn_syncs.append((part, upstream, msg.offset()))
             return
@@ -672,7 +682,21 @@ class Copier:
                     "flow %s: offset sync %s not queued: %s", self.s.name, emitted.sync, exc
                 )
                 self.emitter.mark_failed(emitted)
-        self._sync_producer.poll(0)
+
+    def _sync_producer_poll(self) -> None:
+        if self._sync_producer is not None:
+            self._sync_producer.poll(0)
+
+    def _sample_latency(self) -> None:
+        """replication-latency-ms: now minus the source timestamp of the newest acknowledged
+        record, sampled per partition (at most every 100 ms) instead of per record."""
+        now_ms = time.time() * 1000.0
+        for part in self._parts.values():
+            st = part.stats
+            ts = st.tail_timestamp_ms
+            if ts is not None and ts != part.sampled_ts:
+                part.sampled_ts = ts
+                st.latency.record(now_ms - ts)
 
     def _sync_delivered(self, emitted: EmittedSync) -> Any:
         def done(err: KafkaError | None, _msg: Any) -> None:

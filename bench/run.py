@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import os
 import platform
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,7 +34,7 @@ from bench.scenario import run_scenario
 from mirrorlib.testing import KAFKA_VERSION, JvmOptions, java_executable, start_clusters
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MATRIX = [(100, 200_000), (1024, 100_000), (10240, 10_000)]
+DEFAULT_MATRIX = [(100, 200_000), (1024, 100_000), (10240, 30_000)]
 PARTITIONS = (1, 16)
 WARMUP = (1024, 20_000)
 REPLICATORS = (stats.MM2_TUNED, stats.MM2_DEFAULTS, stats.MIRRORLIB, stats.BARE_LOOP)
@@ -92,31 +92,16 @@ def other_processes() -> list[str]:
     return busy[:8]
 
 
-def versions() -> dict[str, Any]:
+def versions(rev: str) -> dict[str, Any]:
     java = subprocess.run(
         [java_executable(), "-version"], check=False, capture_output=True, text=True
     ).stderr
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            check=False,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "src"],
-            check=False,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        commit, dirty = "unknown", ""
     return {
         "mirrorlib": mirrorlib.__version__,
-        "mirrorlib_commit": commit + ("+dirty-src" if dirty else ""),
+        "mirrorlib_commit": rev[:10],  # what the mirrorlib contender ran
         "kafka": KAFKA_VERSION,
         "python": platform.python_version(),
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "java": java.splitlines()[0] if java else "unknown",
     }
@@ -163,7 +148,7 @@ def throughput_phase(
         log(f"{contender.id}: warm (start + {WARMUP[1]} warm-up records), measuring")
         if profile:
             spy = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(contender.pid), "--rate", "200", "--format", "raw",
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(contender.pid), "--rate", "200", "--format", "raw",
                  "--nonblocking", "-o", str(work / "py-spy-mirrorlib.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -376,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--mirrorlib-rev", default="HEAD", help="git revision the mirrorlib contender runs"
     )
+    p.add_argument(
+        "--mirrorlib-src",
+        default="",
+        help="run the mirrorlib contender from this src/ directory instead (patch experiments)",
+    )
     args = p.parse_args(argv)
 
     began = time.monotonic()
@@ -406,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         text=True,
     ).stdout.strip()
     snap = work / f"mirrorlib-{rev[:10]}"
-    if not snap.exists():
+    if args.mirrorlib_src:  # e.g. a snapshot with a proposed patch applied
+        snap = Path(args.mirrorlib_src).resolve().parent
+        rev = f"{rev}+{snap.name}"
+    elif not snap.exists():
         snap.mkdir()
         archive = subprocess.run(
             ["git", "-C", str(ROOT), "archive", rev, "src/mirrorlib"],
@@ -459,9 +452,15 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 scenarios.append(res)
                 contender_settings.setdefault(cid, con.settings)
-    if importlib.util.find_spec("mirrorlib.spark") is None:
+    if (snap / "src" / "mirrorlib" / "spark").exists():
         notes.append(
-            "mirrorlib on Spark (local[2]): not available yet (no mirrorlib.spark module); no row."
+            "mirrorlib on Spark (local[2]): mirrorlib.spark exists in the contender's commit, but "
+            "bench/ has no Spark driver yet; no row."
+        )
+    else:
+        notes.append(
+            "mirrorlib on Spark (local[2]): not available yet (no mirrorlib.spark in the "
+            "contender's commit); no row."
         )
     machine["loadavg_end"] = os.getloadavg()
     machine["other_processes_end"] = other_processes()
@@ -488,20 +487,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     settings["mirrorlib_contender_commit"] = rev
     doc = stats.document(
-        machine=machine, versions=versions(), settings=settings, throughput_rows=rows,
+        machine=machine, versions=versions(rev), settings=settings, throughput_rows=rows,
         scenarios=scenarios, notes=notes,
     )  # fmt: skip
     stem = f"{date}{'-quick' if args.quick else ''}{'-full' if args.full else ''}{'-profile' if args.profile else ''}"
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     if rows:
         chart(doc, out / f"{stem}.png")
-    md = markdown(doc, f"../bench/results/{stem}.png")
+    md = markdown(doc, "benchmarks.png" if args.docs else f"{stem}.png")
     (out / f"{stem}.md").write_text(md)
     if args.profile and (work / "py-spy-mirrorlib.txt").exists():
         prof = summarize_pyspy(work / "py-spy-mirrorlib.txt")
         (out / f"{stem}-pyspy.json").write_text(json.dumps(prof, indent=2) + "\n")
         log(f"py-spy profile summary in {out / f'{stem}-pyspy.json'}")
     if args.docs:
+        if rows:  # the docs site cannot link outside docs/: the chart is copied next to the page
+            shutil.copyfile(out / f"{stem}.png", ROOT / "docs" / "benchmarks.png")
         update_docs(md, ROOT / "docs" / "benchmarks.md")
     print(md)
     log(f"done in {time.monotonic() - began:.0f}s: {out / stem}.json")

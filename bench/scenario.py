@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
@@ -72,8 +73,17 @@ class LatencyReader(threading.Thread):
 class FailoverGroup(threading.Thread):
     """A consumer group on A that consumes, commits, and stops at a chosen moment."""
 
-    def __init__(self, a: BaseCluster, topic: str, group: str) -> None:
+    def __init__(
+        self,
+        a: BaseCluster,
+        topic: str,
+        group: str,
+        on_stop: Callable[[], dict[int, int]] | None = None,
+    ) -> None:
         super().__init__(daemon=True, name="failover-group")
+        self.on_stop = on_stop
+        self.immediate: dict[int, int] = {}
+        self.immediate_error: str | None = None
         self.consumer = Consumer(
             {
                 "bootstrap.servers": a.bootstrap_servers,
@@ -102,6 +112,12 @@ class FailoverGroup(threading.Thread):
             self.consumer.commit(offsets=final, asynchronous=False)
         self.committed = {p.partition: p.offset for p in final}
         self.consumer.close()
+        if self.on_stop is not None:
+            try:
+                self.immediate = self.on_stop()
+            except Exception as exc:  # no checkpoint yet: nothing to fail over to
+                self.immediate = {}
+                self.immediate_error = f"{type(exc).__name__}: {exc}"
         self.stopped.set()
 
 
@@ -205,7 +221,17 @@ def run_scenario(
             raise RuntimeError(f"{contender.id}: preloaded scenario records never arrived")
         reader = LatencyReader(b, remote, PARTITIONS)
         reader.start()
-        group = FailoverGroup(a, topic, f"{prefix}fo") if contender.checkpoints else None
+        group = (
+            FailoverGroup(
+                a,
+                topic,
+                f"{prefix}fo",
+                # failover at that moment: the checkpoints B holds right then
+                on_stop=lambda: _translate(b, contender.source_alias, f"{prefix}fo"),
+            )
+            if contender.checkpoints
+            else None
+        )
         if group is not None:
             group.start()
         time.sleep(1.0)
@@ -225,7 +251,9 @@ def run_scenario(
             group.stopped.wait(60)
             alias = contender.source_alias
             fo: dict[str, Any] = {"committed": group.committed}
-            imm = _translate(b, alias, f"{prefix}fo")
+            imm = group.immediate
+            if group.immediate_error:
+                fo["immediate_error"] = group.immediate_error
             deadline = time.monotonic() + 30
             caught_up = False
             while time.monotonic() < deadline:

@@ -65,6 +65,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--clusters", nargs="+", metavar="ALIAS", help="only flows whose target is one of these"
     )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port (needs the prometheus extra)",
+    )
+    run.add_argument(
+        "--metrics-address", default="127.0.0.1", metavar="ADDR", help="address for --metrics-port"
+    )
 
     status = sub.add_parser("status", help="state, lag, heartbeat and checkpoint age per flow")
     status.add_argument("config", help="MM2 properties file")
@@ -130,7 +139,16 @@ def _run(args: argparse.Namespace) -> int:
 
     config = _load(args.config)
     replicator = Replicator(config, clusters=args.clusters)
-    replicator.run()
+    server = None
+    if args.metrics_port is not None:
+        from mirrorlib.prometheus import start_http_server
+
+        server = start_http_server(replicator, args.metrics_port, args.metrics_address)
+    try:
+        replicator.run()
+    finally:
+        if server is not None:
+            server.shutdown()
     failed = [s for s in replicator.status() if s.state is FlowState.FAILED]
     for status in failed:
         print(f"mirrorlib: flow {status.name} failed: {'; '.join(status.errors)}", file=sys.stderr)

@@ -156,3 +156,18 @@ class ReplicatorProcess:
 
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
+
+
+def decoded(cluster: BaseCluster, topic: str, cls: Any) -> list[Any]:
+    """Every record of an MM2 internal topic decoded with ``cls`` (Checkpoint, Heartbeat,
+    OffsetSync); records that do not decode are left out (tests share these topics, and one
+    writes corrupt records on purpose)."""
+    from mirrorlib import CodecError
+
+    out = []
+    for m in read_all(cluster, topic):
+        try:
+            out.append(cls.decode(m.key(), m.value()))
+        except CodecError:
+            continue
+    return out

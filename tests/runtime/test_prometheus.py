@@ -48,3 +48,39 @@ def test_metrics_endpoint(two_clusters: ClusterSet) -> None:
     )
     assert 'mirrorlib_flow_up{source="A",target="B"} 1.0' in text
     assert "mirrorlib_replication_latency_ms_max" in text
+
+
+def test_run_command_serves_metrics(two_clusters: ClusterSet, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.runtime.conftest import ReplicatorProcess, mm2_properties
+
+    a, _b = two_clusters
+    a.create_topic("promcli.t", 1)
+    produce(a, "promcli.t", [{"value": b"x"} for _ in range(3)])
+    port = free_port()
+    proc = ReplicatorProcess(
+        mm2_properties(two_clusters, ["A->B"], **{"A->B.topics": "promcli\\..*"}), tmp_path
+    )
+    import subprocess
+    import sys
+
+    with open(proc.log, "a", encoding="utf-8") as out:
+        proc.proc = subprocess.Popen(
+            [sys.executable, "-m", "mirrorlib", "run", str(proc.path), "--metrics-port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+
+        def scrape() -> str | None:
+            try:
+                text = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                    .read()
+                    .decode()
+                )
+            except OSError:
+                return None
+            return text if 'topic="A.promcli.t"} 3.0' in text else None
+
+        wait_for("metrics of the run command", scrape, timeout=90)
+    finally:
+        assert proc.stop() == 0, proc.log_tail()

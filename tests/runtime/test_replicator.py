@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
 
-from mirrorlib import Checkpoint, Heartbeat, OffsetSync, Replicator
+from mirrorlib import Checkpoint, CodecError, Heartbeat, OffsetSync, Replicator
 from mirrorlib.runtime.status import FlowState
 from mirrorlib.testing import BaseCluster, ClusterSet
-from tests.runtime.conftest import config, end_offsets, read_all, wait_for
+from tests.runtime.conftest import config, decoded, end_offsets, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,10 @@ def test_heartbeats_checkpoints_offset_syncs_and_group_offset_sync(
         def checkpoints() -> dict[int, Checkpoint]:
             found = {}
             for m in read_all(b, "A.checkpoints.internal"):
-                cp = Checkpoint.decode(m.key(), m.value())
+                try:  # other tests share this topic (one writes corrupt records on purpose)
+                    cp = Checkpoint.decode(m.key(), m.value())
+                except CodecError:
+                    continue
                 if cp.group == "cp-group":
                     found[cp.partition] = cp
             return (
@@ -141,12 +144,9 @@ def test_heartbeats_checkpoints_offset_syncs_and_group_offset_sync(
             return offsets if offsets == {0: 150, 1: 200} else None
 
         wait_for("group offsets synced to B", synced)
-        hb = [Heartbeat.decode(m.key(), m.value()) for m in read_all(b, "heartbeats")]
+        hb = decoded(b, "heartbeats", Heartbeat)
         assert any(h.source_cluster_alias == "A" and h.target_cluster_alias == "B" for h in hb)
-        syncs = [
-            OffsetSync.decode(m.key(), m.value())
-            for m in read_all(a, "mm2-offset-syncs.B.internal")
-        ]
+        syncs = decoded(a, "mm2-offset-syncs.B.internal", OffsetSync)
         assert {s.topic for s in syncs} >= {"cp.events"}
         assert r.status()[0].checkpoints_emitted >= 2
 

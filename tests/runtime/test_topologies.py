@@ -7,7 +7,7 @@ import pytest
 from mirrorlib import Heartbeat, Replicator
 from mirrorlib.client import MirrorClient
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import config, read_all, wait_for
+from tests.runtime.conftest import config, decoded, read_all, wait_for
 from tests.runtime.test_replicator import produce, replicated
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ def test_chain_traces_heartbeats_across_hops(kafka_clusters) -> None:  # type: i
         )
         beats = {
             (h.source_cluster_alias, h.target_cluster_alias)
-            for h in (Heartbeat.decode(m.key(), m.value()) for m in read_all(z, "Y.X.heartbeats"))
+            for h in decoded(z, "Y.X.heartbeats", Heartbeat)
         }
         # X's own heartbeats topic (written by the pairs that target X) travelled X -> Y -> Z
         assert beats and all(target == "X" for _source, target in beats), beats

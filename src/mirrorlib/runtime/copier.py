@@ -714,18 +714,24 @@ class Copier:
         return done
 
     def _refresh_end_offsets(self) -> None:
-        """Update lag inputs: source end offsets (from fetch responses, no extra requests) and,
-        for partitions with nothing replicated yet, the consumer's position."""
-        parts = list(self._parts.values())
+        """Update lag inputs: source end offsets (from fetch responses, no extra requests) and
+        the consumer's position for partitions with nothing in flight (it moves past
+        transaction markers and compacted gaps, which no record acknowledgement covers)."""
+        parts = [p for p in self._parts.values() if not p.parked_until and p.blocked_at is None]
+        idle = [p for p in parts if not self._inflight.get((p.remote, p.key[1]))]
         try:
-            consumed = self._consumer.position(
-                [KafkaTopicPartition(p.key[0], p.key[1]) for p in parts if p.acked is None]
-            )
+            consumed = self._consumer.position([KafkaTopicPartition(*p.key) for p in idle])
         except KafkaException:
             consumed = []
         for ktp in consumed:
             part = self._parts.get((ktp.topic, ktp.partition))
-            if part is not None and ktp.offset >= 0 and part.stats.position is None:
+            committed = not (self.s.exactly_once and self._txn_open)
+            if (
+                part is not None
+                and committed
+                and ktp.offset >= 0
+                and (part.stats.position is None or ktp.offset > part.stats.position)
+            ):
                 part.stats.position = ktp.offset
         for part in parts:
             try:

@@ -299,18 +299,7 @@ class Copier:
                     )
                     continue
             try:
-                produce(
-                    remote,
-                    value,
-                    msg.key(),
-                    partition,
-                    timestamp=ts if ts > 0 else 0,
-                    headers=msg.headers(),
-                )
-            except BufferError:
-                # the producer queue is full: serve delivery reports, then retry once more
                 while True:
-                    self._producer.poll(0.05)
                     try:
                         produce(
                             remote,
@@ -321,8 +310,8 @@ class Copier:
                             headers=msg.headers(),
                         )
                         break
-                    except BufferError:
-                        continue
+                    except BufferError:  # queue full: serve delivery reports, then retry
+                        self._producer.poll(0.05)
             except KafkaException as exc:
                 self._park(part, msg.offset(), f"target refused the record: {exc}")
                 continue

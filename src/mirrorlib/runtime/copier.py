@@ -201,6 +201,12 @@ class Copier:
     # -- main loop -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        finally:
+            self.positions.close()
+
+    def _run(self, stop: threading.Event) -> None:
         attempt = 0
         while not stop.is_set() and self.failed is None:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from mirrorlib.runtime.catalog import TopicCatalog
@@ -81,10 +82,25 @@ class FlowRunner:
         self._stop.set()
 
     def join(self, timeout: float) -> None:
-        import time
-
+        """Wait for every thread of the flow (the main thread first: it may still be spawning
+        the others)."""
         deadline = time.monotonic() + timeout
-        for thread in list(self._threads):
-            thread.join(max(deadline - time.monotonic(), 0.1))
+        joined: set[threading.Thread] = set()
+        while True:
+            pending = [t for t in self._threads if t not in joined]
+            if not pending:
+                break
+            for thread in pending:
+                thread.join(max(deadline - time.monotonic(), 0.1))
+                joined.add(thread)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if self._threads:
+            log.warning(
+                "flow %s: %d thread(s) still running after %.0fs: %s",
+                self.settings.name,
+                len(self._threads),
+                timeout,
+                ", ".join(t.name for t in self._threads),
+            )
         if self.stats.state is not FlowState.FAILED:
             self.stats.state = FlowState.STOPPED

@@ -652,6 +652,7 @@ class Copier:
         log.error("%s; continuing at offset %d as data.loss.action=continue", message, resume)
         part.stats.lost_records += count
         part.stats.error = message
+        self.emitter.reset(part.tp)  # the next record starts a new chain of offset syncs
         self._seek(part, resume)
         part.acked = resume - 1 if resume > 0 else None
         self._dirty.add(part.key)

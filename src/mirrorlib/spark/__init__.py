@@ -1,0 +1,362 @@
+"""Run a :class:`~mirrorlib.MirrorConfig`'s flows on Apache Spark (extra ``mirrorlib[spark]``).
+
+The records of every enabled flow A->B are copied by a Structured Streaming query made of
+mirrorlib's Python data source and sink (``pyspark.sql.datasource``, Arrow batches,
+confluent-kafka on the executors); the metadata work runs on the driver, with the embedded
+engine's own components: topic creation, config and ACL sync
+(:class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
+(:class:`~mirrorlib.runtime.checkpoints.CheckpointTask`) and heartbeats. Offset syncs are written
+by the executors exactly as the embedded copier writes them. See ``docs/spark.md``.
+
+.. code-block:: python
+
+    from mirrorlib import MirrorConfig
+    from mirrorlib.spark import SparkReplicator
+
+    job = SparkReplicator(MirrorConfig.from_file("mm2.properties"),
+                          checkpoint_location="/data/mirrorlib-chk").start()
+    job.await_termination()
+
+Delivery is **at-least-once**: a batch that did not commit (driver or executor killed, task
+failed) is replayed by Spark with the same source offsets, so its records may be written twice;
+no record is skipped.
+
+pyspark is imported only inside this package, when a replicator starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from mirrorlib.config import FlowConfig, MirrorConfig
+from mirrorlib.errors import ConfigError
+from mirrorlib.runtime.catalog import TopicCatalog
+from mirrorlib.runtime.checkpoints import CheckpointTask
+from mirrorlib.runtime.heartbeats import HeartbeatTask
+from mirrorlib.runtime.metadata import MetadataTask
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.runtime.status import FlowState, FlowStatus, StatsRegistry
+
+__all__ = ["DEFAULT_MAX_RECORDS_PER_BATCH", "SparkReplication", "SparkReplicator"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["continuous", "backfill"]
+
+#: Default cap on the records one micro-batch copies (shared max-min fairly by partitions).
+DEFAULT_MAX_RECORDS_PER_BATCH = 500_000
+
+
+def _require_pyspark() -> Any:
+    try:
+        import pyspark
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "mirrorlib.spark needs PySpark 4 and pyarrow: pip install 'mirrorlib[spark]'"
+        ) from exc
+    return pyspark
+
+
+def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
+    """The Spark checkpoint directory of one flow under ``checkpoint_location``."""
+    return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
+
+
+class _DriverFlow:
+    """The driver-side components of one pair A->B (everything but the record copying)."""
+
+    def __init__(self, settings: FlowSettings) -> None:
+        self.settings = settings
+        self.stats = StatsRegistry(settings.source, settings.target)
+        self.catalog = TopicCatalog()
+        self.metadata = MetadataTask(settings, self.catalog, self.stats)
+        self.checkpoints: CheckpointTask | None = None
+        self.heartbeats = HeartbeatTask(settings, self.stats) if settings.emit_heartbeats else None
+        self.stop_event = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def spawn(self, name: str, target: Callable[[threading.Event], None]) -> None:
+        def body() -> None:
+            try:
+                target(self.stop_event)
+            except Exception:
+                log.exception("flow %s: %s thread died", self.settings.name, name)
+                self.stats.set_error(name, "thread died; see the log")
+
+        thread = threading.Thread(
+            target=body, name=f"mirrorlib-spark {self.settings.name} {name}", daemon=True
+        )
+        self.threads.append(thread)
+        thread.start()
+
+    def prepare(self) -> None:
+        """Internal topics, then a first topic refresh so remote topics exist before batch 0."""
+        s = self.settings
+        if not self.metadata.prepare(self.stop_event):
+            raise RuntimeError(f"flow {s.name}: stopped before the internal topics were created")
+        if s.enabled:
+            self.metadata.refresh_topics()
+        else:
+            self.metadata.release()
+
+    def start(self) -> None:
+        s = self.settings
+        if self.heartbeats is not None:
+            self.spawn("heartbeats", self.heartbeats.run)
+        if s.enabled:
+            self.spawn("metadata", self.metadata.run)
+            if s.emit_checkpoints and s.emit_offset_syncs:
+                self.checkpoints = CheckpointTask(s, self.stats)
+                self.spawn("checkpoints", self.checkpoints.run)
+        self.stats.state = FlowState.RUNNING
+
+    def stop(self, timeout: float) -> None:
+        self.stop_event.set()
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(deadline - time.monotonic(), 0.1))
+        if self.stats.state is not FlowState.FAILED:
+            self.stats.state = FlowState.STOPPED
+
+
+class SparkReplication:
+    """A running :class:`SparkReplicator`: one streaming query per enabled flow, plus the
+    driver-side metadata, checkpoint and heartbeat threads."""
+
+    def __init__(self, flows: list[_DriverFlow], queries: dict[str, Any]) -> None:
+        self._flows = flows
+        self.queries: dict[str, Any] = queries
+        """Flow name (``A->B``) → ``pyspark.sql.streaming.StreamingQuery``."""
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    @property
+    def flows(self) -> tuple[str, ...]:
+        return tuple(self.queries)
+
+    @property
+    def active(self) -> bool:
+        """Whether any flow's query is still running."""
+        return any(q.isActive for q in self.queries.values())
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait until every query ended (a backfill finished, :meth:`stop`, or a failure);
+        ``False`` if ``timeout`` seconds passed first. Re-raises a query's failure. When all
+        queries ended, the driver-side threads are stopped too."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for query in self.queries.values():
+            if deadline is None:
+                query.awaitTermination()
+            else:
+                left = deadline - time.monotonic()
+                ended = left > 0 and query.awaitTermination(max(left, 0.001))
+                if not ended and query.isActive:
+                    return False
+        self._stop_driver(30.0)
+        for query in self.queries.values():
+            exc = query.exception()
+            if exc is not None:
+                raise exc
+        return True
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every query (an unfinished batch is replayed on restart) and the driver-side
+        threads."""
+        for name, query in self.queries.items():
+            try:
+                query.stop()
+            except Exception as exc:  # a failed query: nothing left to stop
+                log.warning("flow %s: stopping the query: %s", name, exc)
+        self._stop_driver(timeout)
+
+    def _stop_driver(self, timeout: float) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        for flow in self._flows:
+            flow.stop(timeout)
+
+    def status(self) -> tuple[FlowStatus, ...]:
+        """The driver-side state and errors of every pair (metadata, checkpoints, heartbeats).
+        Record counts are in :meth:`progress` (Spark's query progress)."""
+        return tuple(f.stats.snapshot() for f in self._flows)
+
+    def progress(self) -> dict[str, Any]:
+        """Flow name → the query's last progress (a dict, ``None`` before the first batch)."""
+        return {name: q.lastProgress for name, q in self.queries.items()}
+
+    def records_copied(self) -> int:
+        """Input rows of every batch the queries still remember (Spark keeps the last 100)."""
+        return sum(
+            int(p.get("numInputRows", 0)) for q in self.queries.values() for p in q.recentProgress
+        )
+
+    def __enter__(self) -> SparkReplication:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class SparkReplicator:
+    """Replicates the flows of ``config`` with Spark Structured Streaming.
+
+    * ``spark``: the session to use; by default one is created (``master`` if given, else what
+      ``spark-submit`` or ``spark.master`` says, else ``local[*]``), with ``PYSPARK_PYTHON``
+      defaulting to the running interpreter.
+    * ``checkpoint_location``: Spark's checkpoint root (any Hadoop file system URI); each flow
+      uses ``<checkpoint_location>/<A>-to-<B>``. Restarting with the same location resumes
+      every flow where its last committed batch ended.
+    * ``mode``: ``"continuous"`` runs micro-batches every ``trigger_interval`` until stopped;
+      ``"backfill"`` copies everything up to the end offsets seen when the query starts, then
+      stops (``Trigger.AvailableNow``).
+    * ``clusters``: only flows whose target is listed (MM2's ``--clusters``).
+    * ``max_records_per_batch``: records per micro-batch (``None``: no cap).
+    * ``tasks``: write tasks per batch (default: Spark's default parallelism, i.e. the
+      executors' cores); partitions are packed into them by pending records.
+    """
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        spark: Any = None,
+        *,
+        checkpoint_location: str,
+        mode: Mode = "continuous",
+        clusters: Sequence[str] | None = None,
+        trigger_interval: str = "1 second",
+        max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
+        tasks: int | None = None,
+        master: str | None = None,
+    ) -> None:
+        if mode not in ("continuous", "backfill"):
+            raise ValueError(f"mode must be 'continuous' or 'backfill', got {mode!r}")
+        if not checkpoint_location:
+            raise ValueError("checkpoint_location is required")
+        if isinstance(clusters, str):
+            clusters = [clusters]
+        pairs = config.pairs_for_targets(clusters)
+        self.settings = [FlowSettings.from_config(config, f) for f in pairs]
+        if not any(s.enabled for s in self.settings):
+            raise ConfigError(
+                "no source->target replication flows: enable one with 'A->B.enabled = true'",
+                key="clusters",
+            )
+        for s in self.settings:
+            if s.enabled and s.exactly_once:
+                log.warning(
+                    "flow %s: exactly.once.source.support is ignored on Spark: delivery is "
+                    "at-least-once (Spark replays unfinished batches)",
+                    s.name,
+                )
+        self.config = config
+        self.spark = spark
+        self.checkpoint_location = checkpoint_location
+        self.mode: Mode = mode
+        self.trigger_interval = trigger_interval
+        self.max_records_per_batch = max_records_per_batch
+        self.tasks = tasks
+        self.master = master
+        self._handle: SparkReplication | None = None
+        self._stop = threading.Event()
+
+    @property
+    def flows(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.settings if s.enabled)
+
+    def _session(self) -> Any:
+        if self.spark is not None:
+            return self.spark
+        _require_pyspark()
+        from pyspark.sql import SparkSession
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.appName("mirrorlib")
+        if self.master is not None:
+            builder = builder.master(self.master)
+        self.spark = builder.getOrCreate()
+        return self.spark
+
+    def start(self) -> SparkReplication:
+        """Prepare every flow on the driver and start its streaming query; returns at once."""
+        if self._handle is not None:
+            return self._handle
+        spark = self._session()
+        from mirrorlib.spark.source import MirrorDataSource, encode_settings
+
+        spark.dataSource.register(MirrorDataSource)
+        tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
+        flows = [_DriverFlow(s) for s in self.settings]
+        queries: dict[str, Any] = {}
+        try:
+            for flow in flows:
+                flow.prepare()
+                flow.start()
+            for flow in flows:
+                s = flow.settings
+                if not s.enabled:
+                    continue
+                options = {
+                    "flow.secret": encode_settings(s),
+                    "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
+                    "tasks": str(tasks),
+                    "max.records.per.batch": str(self.max_records_per_batch or 0),
+                }
+                reader = spark.readStream.format("mirrorlib")
+                writer = (
+                    reader.options(**options)
+                    .load()
+                    .writeStream.format("mirrorlib")
+                    .options(**options)
+                    .option("checkpointLocation", flow_directory(self.checkpoint_location, s))
+                    .queryName(f"mirrorlib {s.source}->{s.target}")
+                )
+                if self.mode == "backfill":
+                    writer = writer.trigger(availableNow=True)
+                else:
+                    writer = writer.trigger(processingTime=self.trigger_interval)
+                queries[s.name] = writer.start()
+                log.info("flow %s: Spark query started (%s, %d tasks)", s.name, self.mode, tasks)
+        except BaseException:
+            for query in queries.values():
+                query.stop()
+            for flow in flows:
+                flow.stop(10.0)
+            raise
+        self._handle = SparkReplication(flows, queries)
+        return self._handle
+
+    def run(self) -> None:
+        """Start and block until the queries end (backfill done), :meth:`stop` or
+        SIGINT/SIGTERM. Re-raises a query's failure."""
+        installed: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                installed[sig] = signal.signal(sig, self._on_signal)
+        handle = self.start()
+        try:
+            while not self._stop.is_set():
+                if handle.await_termination(0.5):
+                    return
+        finally:
+            handle.stop()
+            for sig, previous in installed.items():
+                signal.signal(sig, previous)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._handle is not None:
+            self._handle.stop()
+
+    def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
+        log.info("received signal %d: stopping", signum)
+        self._stop.set()

@@ -1,0 +1,324 @@
+# ruff: noqa: N802, N803  (Spark's method and argument names)
+"""The Python data source ``mirrorlib`` (Spark 4 ``pyspark.sql.datasource``): a stream reader
+over a flow's source partitions and an Arrow stream writer into the flow's target.
+
+Where each piece runs (see ``docs/spark.md``):
+
+* :class:`MirrorStreamReader` ``initialOffset`` / ``latestOffset`` / ``partitions``: one
+  long-lived Python process on the driver per query (holds admin clients between batches);
+* :meth:`MirrorStreamReader.read` and :meth:`MirrorStreamWriter.write`: executor tasks;
+* :meth:`MirrorStreamWriter.commit`: a driver-side Python worker, once per committed batch.
+
+Options (strings): ``flow.secret`` (the pickled :class:`~mirrorlib.runtime.settings.FlowSettings`,
+base64; named so that Spark redacts it from plans and the UI), ``offsets.partitions``,
+``tasks``, ``max.records.per.batch``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - Spark 4.0/4.1: one batch per trigger, no limits
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.spark import plan
+from mirrorlib.spark.kafka_io import (
+    SCHEMA_DDL,
+    SourceView,
+    WriteResult,
+    read_ranges,
+    write_batches,
+)
+
+__all__ = [
+    "MirrorCommitMessage",
+    "MirrorDataSource",
+    "MirrorInputPartition",
+    "MirrorStreamReader",
+    "MirrorStreamWriter",
+    "decode_settings",
+    "encode_settings",
+]
+
+log = logging.getLogger(__name__)
+
+SETTINGS_OPTION = "flow.secret"
+
+
+def encode_settings(settings: FlowSettings) -> str:
+    """Pickle a flow's settings for the data source options (a user's replication policy
+    defined in ``__main__`` is pickled by value, other classes by reference)."""
+    from pyspark import cloudpickle
+
+    blob: bytes = cloudpickle.dumps(settings)  # type: ignore[no-untyped-call]
+    return base64.b64encode(blob).decode("ascii")
+
+
+def decode_settings(options: Mapping[str, str]) -> FlowSettings:
+    raw = options.get(SETTINGS_OPTION)
+    if not raw:
+        raise ValueError(
+            "the mirrorlib data source needs its flow settings; start it with "
+            "mirrorlib.spark.SparkReplicator"
+        )
+    settings = pickle.loads(base64.b64decode(raw))
+    if not isinstance(settings, FlowSettings):
+        raise TypeError(f"option {SETTINGS_OPTION} holds {type(settings).__name__}")
+    return settings
+
+
+class MirrorDataSource(DataSource):
+    """``spark.readStream.format("mirrorlib")`` / ``writeStream.format("mirrorlib")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mirrorlib"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: Any) -> MirrorStreamReader:
+        return MirrorStreamReader(dict(self.options))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> MirrorStreamWriter:
+        return MirrorStreamWriter(dict(self.options))
+
+
+class MirrorInputPartition(InputPartition):
+    """The upstream ranges one read task copies: ``(topic, partition, start, end)`` tuples."""
+
+    def __init__(self, ranges: Sequence[tuple[str, int, int, int]]) -> None:
+        super().__init__(list(ranges))
+        self.ranges = list(ranges)
+
+
+class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{topic: {partition: next_upstream_offset}}`` (see :mod:`.plan`)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.settings = decode_settings(self.options)
+        self.tasks = max(int(self.options.get("tasks", "2")), 1)
+        raw_max = int(self.options.get("max.records.per.batch", "0") or "0")
+        self.max_records = raw_max if raw_max > 0 else None
+        self.offsets_partitions = int(self.options.get("offsets.partitions", "25"))
+        self._view: SourceView | None = None
+        self._pinned: dict[plan.TP, int] | None = None  # AvailableNow: offsets seen at start
+        self._last: dict[plan.TP, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_view"] = None  # admin clients stay in the driver process
+        return state
+
+    @property
+    def view(self) -> SourceView:
+        if self._view is None:
+            self._view = SourceView(self.settings, self.offsets_partitions)
+        return self._view
+
+    # -- offsets (driver) --------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        tps = self.view.partitions()
+        start = self.view.starting_offsets(tps)
+        log.info("flow %s: initial offsets for %d partitions", self.settings.name, len(start))
+        self._last = start
+        return plan.encode_offsets(start)
+
+    def getDefaultReadLimit(self) -> Any:
+        return ReadAllAvailable() if self.max_records is None else ReadMaxRows(self.max_records)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.view.partitions()
+        _, high = self.view.watermarks(tps)
+        self._pinned = high
+        log.info(
+            "flow %s: backfill up to the end offsets of %d partitions (%d records in the logs)",
+            self.settings.name,
+            len(high),
+            sum(high.values()),
+        )
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
+        begin = plan.decode_offsets(start) if start is not None else dict(self._last or {})
+        view = self.view
+        if self._pinned is not None:
+            tps = sorted(self._pinned)
+            available = {tp: self._pinned[tp] for tp in tps if tp in begin}
+        else:
+            tps = view.partitions()
+            _, high = view.watermarks([tp for tp in tps if tp in begin])
+            available = {tp: high[tp] for tp in tps if tp in high}
+        new = [tp for tp in tps if tp not in begin]
+        if new:
+            starts = view.starting_offsets(new)
+            if self._pinned is not None:
+                starts = {tp: min(o, self._pinned[tp]) for tp, o in starts.items()}
+            available.update(starts)
+            log.info("flow %s: new partitions %s", self.settings.name, sorted(starts))
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if limit is None and start is None:
+            budget = self.max_records  # Spark < 4.2 calls latestOffset() without a limit
+        end = plan.allot(begin, available, budget)
+        self._last = end
+        return plan.encode_offsets(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        work = plan.ranges(plan.decode_offsets(start), plan.decode_offsets(end))
+        groups = plan.pack(work, self.tasks)
+        return [
+            MirrorInputPartition([(r.topic, r.partition, r.start, r.end) for r in g])
+            for g in groups
+        ]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        return None
+
+    def stop(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
+
+    # -- data (executors) ----------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        ranges = [plan.Range(*r) for r in partition.value]
+        yield from read_ranges(self.settings, ranges)
+
+
+@dataclass
+class MirrorCommitMessage(WriterCommitMessage):
+    """One write task's result: per source partition ``(topic, partition, first, last,
+    records, bytes, last_downstream)``, plus the task's offset-sync writer id and counts."""
+
+    writer_id: str = ""
+    partitions: list[tuple[str, int, int, int, int, int, int]] = field(default_factory=list)
+    offset_syncs: int = 0
+    offset_syncs_failed: int = 0
+    seconds: float = 0.0
+
+
+def _message(result: WriteResult) -> MirrorCommitMessage:
+    return MirrorCommitMessage(
+        writer_id=result.writer_id,
+        partitions=[
+            (p.topic, p.partition, p.first, p.last, p.records, p.bytes, p.last_downstream)
+            for p in result.partitions
+        ],
+        offset_syncs=result.offset_syncs,
+        offset_syncs_failed=result.offset_syncs_failed,
+        seconds=result.seconds,
+    )
+
+
+_POSITION_PRODUCERS: dict[str, Any] = {}
+
+
+class MirrorStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.settings = decode_settings(self.options)
+        self.offsets_partitions = int(self.options.get("offsets.partitions", "25"))
+
+    def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
+        return _message(write_batches(self.settings, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Store the batch's last copied offset per source partition in MM2's offsets topic on
+        the target, so MM2 or the embedded engine can continue where Spark stopped (and a query
+        started without a checkpoint resumes there). Spark's checkpoint stays the source of
+        truth for Spark; failing to store a position only logs a warning."""
+        s = self.settings
+        last: dict[plan.TP, int] = {}
+        records = syncs = 0
+        for m in messages:
+            if not isinstance(m, MirrorCommitMessage):
+                continue
+            syncs += m.offset_syncs
+            for topic, partition, _first, end, count, _bytes, _down in m.partitions:
+                records += count
+                last[(topic, partition)] = max(end, last.get((topic, partition), -1))
+        log.info(
+            "flow %s: batch %d committed: %d records, %d offset syncs",
+            s.name,
+            batchId,
+            records,
+            syncs,
+        )
+        if not last:
+            return
+        try:
+            _store_positions(s, self.offsets_partitions, last)
+        except Exception as exc:
+            log.warning("flow %s: storing positions of batch %d failed: %s", s.name, batchId, exc)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "flow %s: batch %d aborted; Spark replays it from the same offsets",
+            self.settings.name,
+            batchId,
+        )
+
+
+def _store_positions(settings: FlowSettings, partitions: int, last: Mapping[plan.TP, int]) -> None:
+    from confluent_kafka import Producer
+
+    from mirrorlib.connect_offsets import SourcePosition, murmur2_partition
+    from mirrorlib.kafka import client_conf
+
+    key = f"{settings.name}|{settings.offsets_topic}"
+    producer = _POSITION_PRODUCERS.get(key)
+    if producer is None:
+        conf = client_conf(
+            settings.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
+        )
+        producer = _POSITION_PRODUCERS[key] = Producer(conf)
+    for (topic, partition), offset in sorted(last.items()):
+        pos = SourcePosition(settings.source, topic, partition, offset)
+        k = pos.encode_key()
+        producer.produce(
+            settings.offsets_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
+        )
+    left = producer.flush(settings.admin_timeout_s)
+    if left:
+        raise TimeoutError(f"{left} position record(s) not acknowledged")

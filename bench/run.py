@@ -370,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.monotonic()
     date = dt.datetime.now().strftime("%Y-%m-%d")
+    started_at = dt.datetime.now().strftime("%H%M")
     run_id = f"b{int(time.time()) % 100000}"
     seed = args.seed if args.seed is not None else int(time.time())
     rng = random.Random(seed)
@@ -490,11 +491,13 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine, versions=versions(rev), settings=settings, throughput_rows=rows,
         scenarios=scenarios, notes=notes,
     )  # fmt: skip
-    stem = f"{date}{'-quick' if args.quick else ''}{'-full' if args.full else ''}{'-profile' if args.profile else ''}"
+    stem = f"{date}-{started_at}" + "".join(
+        f"-{flag}" for flag in ("quick", "full", "profile") if getattr(args, flag)
+    )
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     if rows:
         chart(doc, out / f"{stem}.png")
-    md = markdown(doc, "benchmarks.png" if args.docs else f"{stem}.png")
+    md = markdown(doc, f"{stem}.png")
     (out / f"{stem}.md").write_text(md)
     if args.profile and (work / "py-spy-mirrorlib.txt").exists():
         prof = summarize_pyspy(work / "py-spy-mirrorlib.txt")
@@ -503,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         if rows:  # the docs site cannot link outside docs/: the chart is copied next to the page
             shutil.copyfile(out / f"{stem}.png", ROOT / "docs" / "benchmarks.png")
-        update_docs(md, ROOT / "docs" / "benchmarks.md")
+        update_docs(markdown(doc, "benchmarks.png"), ROOT / "docs" / "benchmarks.md")
     print(md)
     log(f"done in {time.monotonic() - began:.0f}s: {out / stem}.json")
     return 0

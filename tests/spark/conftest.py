@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-pyspark = pytest.importorskip(
-    "pyspark", reason="pyspark is not installed: pip install 'mirrorlib[spark]'"
-)
-pytest.importorskip("pyarrow", reason="pyarrow is not installed: pip install 'mirrorlib[spark]'")
+
+def require_spark() -> None:
+    """Skip unless PySpark, pyarrow and Java are available."""
+    pytest.importorskip(
+        "pyspark", reason="pyspark is not installed: pip install 'mirrorlib[spark]'"
+    )
+    pytest.importorskip(
+        "pyarrow", reason="pyarrow is not installed: pip install 'mirrorlib[spark]'"
+    )
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17+ (java not found)")
+
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
@@ -39,8 +47,7 @@ def spark_env() -> None:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java 17+ (java not found)")
+    require_spark()
     spark_env()
     from pyspark.sql import SparkSession
 
@@ -55,3 +62,27 @@ def spark() -> Iterator[Any]:
         for query in session.streams.active:
             query.stop()
         session.stop()
+        _stop_gateway()
+
+
+def _stop_gateway() -> None:
+    """End the JVM of the stopped session too (PySpark keeps it until the interpreter exits),
+    so a later test module can run its own Spark without two JVMs alive."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    except Exception:
+        pass
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -347,6 +347,12 @@ class SparkReplicator:
             while not self._stop.is_set():
                 if handle.await_termination(0.5):
                     return
+        except Exception as exc:
+            if not self._stop.is_set():
+                raise
+            # e.g. the JVM got the same signal and shut Spark down under the query: the
+            # unfinished batch is replayed on the next start, as after any stop
+            log.warning("a query ended with an error while stopping: %s", exc)
         finally:
             handle.stop()
             for sig, previous in installed.items():

@@ -237,12 +237,21 @@ class Copier:
         producer = self._producer
         batch = s.consume_batch
         eos = s.exactly_once
+        full = False
         while not stop.is_set():
             self._sync_subscription()
             if not self._subscribed:
                 stop.wait(0.2)
                 continue
-            msgs = consumer.consume(batch, timeout=0.1)
+            if full:  # a backlog: fill whole batches (returns as soon as `batch` are there)
+                msgs = consumer.consume(batch, timeout=0.1)
+            else:
+                # Caught up: block only until the first record, then take what is already
+                # fetched. consume(n, t) alone waits the whole timeout unless n records arrive,
+                # which put a 100 ms floor under replication latency.
+                first = consumer.poll(0.1)
+                msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
+            full = len(msgs) >= batch
             if msgs and "source" in self._degraded:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)

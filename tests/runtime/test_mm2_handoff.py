@@ -60,8 +60,11 @@ def test_mm2_then_mirrorlib_then_mm2(two_clusters: ClusterSet, tmp_path: Path) -
     config = MirrorConfig.from_properties(props)
     with Replicator(config) as r:
         wait_for("mirrorlib replicated the rest", lambda: total_on_b() >= 700, timeout=90)
-        copied = sum(p.record_count for s in r.status() for p in s.partitions if p.topic == topic)
-        assert copied == 300, f"mirrorlib re-copied records MM2 had replicated ({copied} != 300)"
+        import time
+
+        time.sleep(2)
+        # resumed at MM2's stored positions: nothing MM2 had replicated was copied again
+        assert total_on_b() == 700, (total_on_b(), r.status())
 
         def advanced() -> dict | None:
             got = translate_offsets(b_conf, "HA", "handoff-group", timeout=10)

@@ -44,12 +44,13 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.records import TopicPartition
 from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.runtime.positions import PositionStore
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.runtime.status import FlowState, PartitionStats, StatsRegistry
-from mirrorlib.syncs import EmittedSync, OffsetSyncEmitter
+from mirrorlib.syncs import OffsetSyncEmitter
 
 __all__ = ["Copier", "DataLossError"]
 
@@ -123,7 +124,7 @@ class Copier:
         self._last_watermarks = 0.0
         self._consumer: Any = None
         self._producer: Any = None
-        self._sync_producer: Any = None
+        self._syncs: OffsetSyncWriter | None = None
         self.failed: str | None = None
         self._degraded: set[str] = set()
         self._last_latency_sample = 0.0
@@ -167,9 +168,13 @@ class Copier:
         if s.exactly_once:
             self._producer.init_transactions(s.admin_timeout_s)
         if s.emit_offset_syncs:
-            sconf: dict[str, Any] = dict(s.offset_syncs_producer)
-            sconf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-            self._sync_producer = Producer(client_conf(sconf))
+            self._syncs = OffsetSyncWriter(
+                s.offset_syncs_producer,
+                s.offset_syncs_topic,
+                self.emitter,
+                flow=s.name,
+                on_written=self._sync_written,
+            )
         self._consumer = Consumer(client_conf(cconf))
 
     def _close(self, graceful: bool) -> None:
@@ -187,9 +192,9 @@ class Copier:
                 log.warning("flow %s: closing the source consumer failed: %s", self.s.name, exc)
             finally:
                 self._consumer = None
-        if self._sync_producer is not None:
-            self._sync_producer.flush(5.0)
-            self._sync_producer = None
+        if self._syncs is not None:
+            self._syncs.flush(5.0)
+            self._syncs = None
         if self._producer is not None:
             self._producer.flush(10.0)
             self._producer = None
@@ -669,28 +674,15 @@ class Copier:
     # -- offset syncs and lag ----------------------------------------------------------------------
 
     def _send_offset_syncs(self) -> None:
-        if self._sync_producer is None:
-            return
-        pending = self.emitter.take_pending()
-        for emitted in pending:
-            try:
-                self._sync_producer.produce(
-                    self.s.offset_syncs_topic,
-                    emitted.sync.encode_value(),
-                    emitted.sync.encode_key(),
-                    0,
-                    headers=emitted.headers(),
-                    on_delivery=self._sync_delivered(emitted),
-                )
-            except (BufferError, KafkaException) as exc:
-                log.warning(
-                    "flow %s: offset sync %s not queued: %s", self.s.name, emitted.sync, exc
-                )
-                self.emitter.mark_failed(emitted)
+        if self._syncs is not None:
+            self._syncs.send()
 
     def _sync_producer_poll(self) -> None:
-        if self._sync_producer is not None:
-            self._sync_producer.poll(0)
+        if self._syncs is not None:
+            self._syncs.poll()
+
+    def _sync_written(self) -> None:
+        self.stats.offset_syncs_emitted += 1
 
     def _sample_latency(self) -> None:
         """replication-latency-ms: now minus the source timestamp of the newest acknowledged
@@ -702,21 +694,6 @@ class Copier:
             if ts is not None and ts != part.sampled_ts:
                 part.sampled_ts = ts
                 st.latency.record(now_ms - ts)
-
-    def _sync_delivered(self, emitted: EmittedSync) -> Any:
-        def done(err: KafkaError | None, _msg: Any) -> None:
-            if err is None:
-                self.stats.offset_syncs_emitted += 1
-            else:
-                log.warning(
-                    "flow %s: offset sync %s was not written: %s",
-                    self.s.name,
-                    emitted.sync,
-                    err.str(),
-                )
-                self.emitter.mark_failed(emitted)
-
-        return done
 
     def _refresh_end_offsets(self) -> None:
         """Update lag inputs: source end offsets (from fetch responses, no extra requests) and

@@ -26,11 +26,12 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.records import TopicPartition
 from mirrorlib.runtime.positions import PositionStore
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.spark.plan import TP, Range
-from mirrorlib.syncs import EmittedSync, OffsetSyncEmitter
+from mirrorlib.syncs import OffsetSyncEmitter
 
 __all__ = [
     "SCHEMA_DDL",
@@ -390,11 +391,16 @@ class _Writer:
         pconf.setdefault("queue.buffering.max.messages", 500_000)
         pconf.setdefault("queue.buffering.max.kbytes", 1_048_576)
         self.producer = Producer(client_conf(pconf))
-        self.syncs: Any = None
+        self.syncs: OffsetSyncWriter | None = None
         if s.emit_offset_syncs:
-            sconf: dict[str, Any] = dict(s.offset_syncs_producer)
-            sconf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-            self.syncs = Producer(client_conf(sconf))
+            self.syncs = OffsetSyncWriter(
+                s.offset_syncs_producer,
+                s.offset_syncs_topic,
+                self.emitter,
+                flow=s.name,
+                on_written=self._sync_written,
+                on_failed=self._sync_failed,
+            )
 
     def remote(self, topic: str) -> str:
         name = self.remotes.get(topic)
@@ -464,36 +470,15 @@ class _Writer:
             self.send_syncs()
 
     def send_syncs(self) -> None:
-        if self.syncs is None:
-            return
-        for emitted in self.emitter.take_pending():
-            try:
-                self.syncs.produce(
-                    self.s.offset_syncs_topic,
-                    emitted.sync.encode_value(),
-                    emitted.sync.encode_key(),
-                    0,
-                    headers=emitted.headers(),
-                    on_delivery=self._sync_delivered(emitted),
-                )
-            except (BufferError, KafkaException) as exc:
-                log.warning(
-                    "flow %s: offset sync %s not queued: %s", self.s.name, emitted.sync, exc
-                )
-                self.result.offset_syncs_failed += 1
-                self.emitter.mark_failed(emitted)
-        self.syncs.poll(0)
+        if self.syncs is not None:
+            self.syncs.send()
+            self.syncs.poll()
 
-    def _sync_delivered(self, emitted: EmittedSync) -> Any:
-        def done(err: Any, _msg: Any) -> None:
-            if err is None:
-                self.result.offset_syncs += 1
-            else:
-                log.warning("flow %s: offset sync %s was not written: %s", self.s.name,
-                            emitted.sync, err.str())  # fmt: skip
-                self.result.offset_syncs_failed += 1
+    def _sync_written(self) -> None:
+        self.result.offset_syncs += 1
 
-        return done
+    def _sync_failed(self) -> None:
+        self.result.offset_syncs_failed += 1
 
     def finish(self, timeout: float) -> None:
         """Wait for every delivery report, then write the remaining offset syncs (the newest

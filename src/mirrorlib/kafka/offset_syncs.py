@@ -1,0 +1,94 @@
+"""Writing offset syncs: the emitter's due syncs, as MM2's bytes plus the lineage header.
+
+Used by the embedded copier and by the Spark executors alike, so both engines write syncs the
+same way: to partition 0 of the offset-syncs topic with an idempotent producer of their own
+(``acks=all``, a few milliseconds of linger), each with the lineage header that lets
+:class:`~mirrorlib.translate.OffsetTranslator` translate exactly. A sync that cannot be queued
+or written is reported to the emitter (:meth:`~mirrorlib.syncs.OffsetSyncEmitter.mark_failed`),
+so readers never bridge the hole it leaves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from mirrorlib.kafka import client_conf
+from mirrorlib.syncs import EmittedSync, OffsetSyncEmitter
+
+__all__ = ["OffsetSyncWriter"]
+
+log = logging.getLogger(__name__)
+
+
+class OffsetSyncWriter:
+    """Sends an :class:`OffsetSyncEmitter`'s pending syncs to ``topic``.
+
+    ``on_written`` / ``on_failed`` are called from delivery reports (served by :meth:`poll`).
+    Not thread-safe: call it from the thread that feeds the emitter.
+    """
+
+    def __init__(
+        self,
+        producer_config: Mapping[str, str],
+        topic: str,
+        emitter: OffsetSyncEmitter,
+        *,
+        flow: str,
+        on_written: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
+    ) -> None:
+        conf: dict[str, Any] = dict(producer_config)
+        conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+        self._producer = Producer(client_conf(conf))
+        self.topic = topic
+        self.emitter = emitter
+        self.flow = flow
+        self._on_written = on_written
+        self._on_failed = on_failed
+
+    def send(self) -> None:
+        """Queue every pending sync (call it right after ``emitter.record`` returns True)."""
+        for emitted in self.emitter.take_pending():
+            headers: list[tuple[str, str | bytes | None]] = list(emitted.headers())
+            try:
+                self._producer.produce(
+                    self.topic,
+                    emitted.sync.encode_value(),
+                    emitted.sync.encode_key(),
+                    0,
+                    headers=headers,
+                    on_delivery=self._delivered(emitted),
+                )
+            except (BufferError, KafkaException) as exc:
+                log.warning("flow %s: offset sync %s not queued: %s", self.flow, emitted.sync, exc)
+                self._failed(emitted)
+
+    def poll(self) -> None:
+        """Serve delivery reports."""
+        self._producer.poll(0)
+
+    def flush(self, timeout: float) -> int:
+        """Wait for outstanding syncs; returns how many are still unconfirmed."""
+        return int(self._producer.flush(timeout))
+
+    def _failed(self, emitted: EmittedSync) -> None:
+        self.emitter.mark_failed(emitted)
+        if self._on_failed is not None:
+            self._on_failed()
+
+    def _delivered(self, emitted: EmittedSync) -> Callable[[KafkaError | None, Any], None]:
+        def done(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                if self._on_written is not None:
+                    self._on_written()
+                return
+            log.warning(
+                "flow %s: offset sync %s was not written: %s", self.flow, emitted.sync, err.str()
+            )
+            self._failed(emitted)
+
+        return done

@@ -140,13 +140,23 @@ class _Subprocess(Contender):
         assert self.proc is not None
         return self.proc.pid
 
-    def _launch(self, cmd: list[str], name: str, env: Mapping[str, str] | None = None) -> None:
+    def _launch(
+        self,
+        cmd: list[str],
+        name: str,
+        env: Mapping[str, str] | None = None,
+        new_session: bool = False,
+    ) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
         log = self.work / f"{name}-{time.time_ns()}.log"
         self.settings["command"] = " ".join(cmd)
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                start_new_session=new_session,
             )
         self.log = log
 
@@ -209,8 +219,82 @@ class BareLoop(_Subprocess):
         return False
 
 
+class Spark(_Subprocess):
+    """``python -m mirrorlib.spark mm2.properties --master local[N]`` in its own process (and
+    session: its JVM and Python workers are one process group, stopped together). The
+    throughput phase runs it with ``--backfill``, one fresh job per cell; the scenario runs it
+    continuously (micro-batches every ``--trigger-interval``)."""
+
+    TRIGGER = "1 second"
+
+    def __init__(self, *args: Any, cores: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.cores = cores
+
+    def _command(self, path: Path, checkpoint: Path, backfill: bool) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "mirrorlib.spark", str(path),
+            "--checkpoint-location", str(checkpoint),
+            "--master", f"local[{self.cores}]",
+            "--trigger-interval", self.TRIGGER,
+            "--log-level", "WARNING",
+        ]  # fmt: skip
+        return [*cmd, "--backfill"] if backfill else cmd
+
+    def start(
+        self,
+        a: BaseCluster,
+        b: BaseCluster,
+        topics: list[str],
+        pattern: str,
+        backfill: bool = False,
+    ) -> None:
+        props = flow_properties(self.id, a, b, self.source_alias, self.target_alias, pattern)
+        self.work.mkdir(parents=True, exist_ok=True)
+        stamp = time.time_ns()
+        path = self.work / f"{self.id}-{stamp}.properties"
+        path.write_text(render_properties(props))
+        checkpoint = self.work / f"{self.id}-chk-{stamp}"
+        self.settings = {
+            "properties": props,
+            "master": f"local[{self.cores}]",
+            "mode": "backfill (one fresh job per cell)" if backfill else "continuous",
+            "spark_submit_args": SPARK_SUBMIT_ARGS,
+        }
+        env = {"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS, "PYSPARK_PYTHON": sys.executable}
+        if MIRRORLIB_SRC:  # the driver and (through the JVM's environment) the Python workers
+            env["PYTHONPATH"] = MIRRORLIB_SRC
+        self.settings["mirrorlib_src"] = MIRRORLIB_SRC or "installed package"
+        self._launch(self._command(path, checkpoint, backfill), self.id, env, new_session=True)
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit status of a backfill job, or None if it is still running after ``timeout``."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the driver leads its own process group
+        super().stop()  # SIGTERM: the driver stops its queries and exits
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)  # the JVM and workers, if any outlived the driver
+            time.sleep(2.0)
+            os.killpg(pgid, signal.SIGKILL)
+
+
+#: Spark settings for the Spark contenders (no UI: several sessions may overlap a little).
+SPARK_SUBMIT_ARGS = "--conf spark.ui.enabled=false --driver-memory 1g pyspark-shell"
+
+
 def make(cid: str, index: int, work: Path) -> Contender:
     src, tgt = f"S{index}", f"T{index}"
+    if cid in stats.SPARKS:
+        return Spark(cid, src, tgt, work, cores=stats.SPARKS[cid])
     cls: type[Contender] = {
         stats.MM2_TUNED: MM2,
         stats.MM2_DEFAULTS: MM2,

@@ -41,16 +41,17 @@ def children(pid: int) -> list[int]:
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """utime+stime of ``pid`` and its living descendants, plus cutime+cstime (reaped children)."""
+    """CPU seconds of ``pid``'s process tree: utime+stime of ``pid`` and of its living
+    descendants, plus every one's cutime+cstime (the CPU of children it has reaped). Spark's
+    JVM and pyspark's daemon start and reap Python workers; their CPU lands in the reaper's
+    cutime, so counting it for every process in the tree (not only the root) keeps it."""
     total = 0.0
-    for i, p in enumerate([pid, *children(pid)]):
+    for p in [pid, *children(pid)]:
         fields = _stat(p)
         if fields is None:
             continue
-        # fields[0] is the state (field 3); utime is field 14 -> index 11
-        ticks = int(fields[11]) + int(fields[12])
-        if i == 0:
-            ticks += int(fields[13]) + int(fields[14])
+        # fields[0] is the state (field 3); utime is field 14 -> index 11, cutime field 16
+        ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         total += ticks / _TICK
     return total
 

@@ -37,7 +37,17 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MATRIX = [(100, 200_000), (1024, 100_000), (10240, 30_000)]
 PARTITIONS = (1, 16)
 WARMUP = (1024, 20_000)
-REPLICATORS = (stats.MM2_TUNED, stats.MM2_DEFAULTS, stats.MIRRORLIB, stats.BARE_LOOP)
+REPLICATORS = (
+    stats.MM2_TUNED, stats.MM2_DEFAULTS, stats.MIRRORLIB, stats.SPARK_1, stats.SPARK_2,
+    stats.BARE_LOOP,
+)  # fmt: skip
+#: The Spark contender that also runs the latency / checkpoint / failover scenario.
+SCENARIO_SPARK = stats.SPARK_2
+SPARK_SCENARIO_NOTE = (
+    "continuous micro-batches (trigger 1 s): latency is bound by the batch, not comparable to a "
+    "record-at-a-time copier; first checkpoint includes the Spark start"
+)
+SPARK_SCENARIO_SKIPPED = "not run: same engine as spark-2 (only the throughput phase is per core)"
 DOC_START = "<!-- bench-results:start -->"
 DOC_END = "<!-- bench-results:end -->"
 
@@ -197,6 +207,87 @@ def throughput_phase(
     return rows
 
 
+def spark_throughput_phase(
+    contender: contenders.Spark,
+    a: Any,
+    b: Any,
+    prefix: str,
+    matrix: list[tuple[int, int, int]],
+    work: Path,
+    notes: list[str],
+) -> list[dict[str, Any]]:
+    """Per cell, a fresh ``python -m mirrorlib.spark ... --backfill`` process copies the
+    preloaded topic: the clock and the CPU counter of its process tree (driver, JVM, Python
+    workers) start with the process. Records the time of the first and of the last record on the
+    target, so the row has both "to completion including start-up" and the copying rate."""
+    rows = []
+    topics = {f"{prefix}{cell_name(s, p)}": p for s, p, _ in matrix}
+    kio.create_topics(a.bootstrap_servers, topics)
+    ob = kio.Offsets(b.bootstrap_servers)
+    try:
+        for size, parts, n in matrix:
+            topic = f"{prefix}{cell_name(size, parts)}"
+            pre = kio.producer_performance(work, a.bootstrap_servers, topic, n, size)
+            try:
+                row = _spark_cell(contender, a, b, ob, topic, size, parts, n)
+            except Exception as exc:  # keep the other cells' and contenders' figures
+                log(f"{contender.id} {cell_name(size, parts)} failed: {exc}")
+                notes.append(f"{contender.id} {cell_name(size, parts)} failed: {exc}"[:400])
+                continue
+            row["preload_records_per_s"] = pre["records_per_s"]
+            rows.append(row)
+    finally:
+        ob.close()
+        contender.stop()
+        kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
+        kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+    return rows
+
+
+def _spark_cell(
+    contender: contenders.Spark, a: Any, b: Any, ob: kio.Offsets, topic: str, size: int,
+    parts: int, n: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One backfill job on a preloaded topic (see spark_throughput_phase)."""
+    remote = contender.remote(topic)
+    started = time.monotonic()
+    contender.start(a, b, [topic], topic, backfill=True)  # names: [a-z0-9-]
+    mon = ProcMonitor(contender.pid, interval=0.05)
+    try:
+        first = ob.wait_total(remote, 1, 300, interval=0.02, check=contender.alive_or_raise)
+        if first is None:
+            raise RuntimeError(f"{contender.id}: no record of {topic} on the target")
+        cpu_first = mon.cpu()
+        last = ob.wait_total(
+            remote, n, max(300.0, n * size / 2e6), interval=0.02,
+            check=contender.alive_or_raise,
+        )  # fmt: skip
+        if last is None:
+            raise RuntimeError(f"{contender.id}: {topic} not complete on the target")
+        cpu_last = mon.cpu()
+        peak = mon.peak_mb()
+        status = contender.wait(120)
+        exited = time.monotonic() if status is not None else None
+        if status not in (0, None):
+            log(f"{contender.id}: backfill exited with {status} (see {contender.log})")
+    finally:
+        mon.close()
+        contender.stop()
+    row = stats.spark_throughput(
+        contender.id, record_size=size, partitions=parts, records=n, started=started,
+        first=first, last=last, exited=exited, cpu_at_first=cpu_first,
+        cpu_at_last=cpu_last, peak_rss_mb=peak, exit_status=status,
+    )  # fmt: skip
+    log(
+        f"{contender.id} {cell_name(size, parts)}: {row['records_per_s']:,.0f} rec/s to "
+        f"completion (start-up {row['startup_s']} s), copying "
+        f"{row['copy_records_per_s'] or 0:,.0f} rec/s, {row['cpu_s_per_million']} "
+        f"CPU-s/M ({row['copy_cpu_s_per_million']} copying), {row['peak_rss_mb']} MB, "
+        f"job {row['job_s']} s"
+    )
+    return row
+
+
 def producer_ceiling(
     a: Any, b: Any, prefix: str, matrix: list[tuple[int, int, int]], work: Path
 ) -> list[dict[str, Any]]:
@@ -269,8 +360,10 @@ def chart(doc: dict[str, Any], path: Path) -> None:
         (axes[1], "cpu_s_per_million", "CPU-seconds per million records (lower is better)"),
     ):
         for i, c in enumerate(contenders):
-            vals = [(idx.get((c, s, p)) or {}).get(key) or 0 for s, p in cells]
-            ax.bar([x + i * width for x in xs], vals, width, label=c)
+            k = "copy_mb_per_s" if c in stats.SPARKS and key == "mb_per_s" else key
+            vals = [(idx.get((c, s, p)) or {}).get(k) or 0 for s, p in cells]
+            label = f"{c} (copying, start-up excluded)" if c in stats.SPARKS else c
+            ax.bar([x + i * width for x in xs], vals, width, label=label)
         ax.set_xticks([x + width * (len(contenders) - 1) / 2 for x in xs], labels)
         ax.set_title(title)
         if key == "cpu_s_per_million":
@@ -319,6 +412,17 @@ def markdown(doc: dict[str, Any], png: str) -> str:
         "### Throughput to completion, per contender",
         "",
         stats.throughput_table(doc["throughput"]),
+        "",
+        "### mirrorlib on Spark: backfill jobs, 1 and 2 executor cores",
+        "",
+        "Each cell is a fresh `python -m mirrorlib.spark ... --backfill --master local[N]` "
+        "process (its driver, JVM and Python workers measured together); the other contenders "
+        "are warm processes. *To completion* runs from the process start to the last record on "
+        "the target (this is the figure in the tables above); *copying* from the first to the "
+        "last record on the target. *÷ embedded* compares the copying rate with `mirrorlib` "
+        "(embedded, warm) on the same cell.",
+        "",
+        stats.spark_table(doc.get("spark") or []),
         "",
         "### Latency, first checkpoint, failover",
         "",
@@ -428,9 +532,14 @@ def main(argv: list[str] | None = None) -> int:
                 if cid == stats.PLAIN_PRODUCER:
                     rows += producer_ceiling(a, b, f"bench-{run_id}-{k}-", matrix, work)
                     continue
-                if cid == stats.SPARK:
-                    continue
                 con = make(cid, k, work)
+                if isinstance(con, contenders.Spark):
+                    log(f"throughput: {cid} (a backfill job per cell)")
+                    rows += spark_throughput_phase(
+                        con, a, b, f"bench-{run_id}-{k}-", matrix, work, notes
+                    )
+                    contender_settings[cid] = con.settings
+                    continue
                 log(f"throughput: {cid}")
                 rows += throughput_phase(
                     con, a, b, f"bench-{run_id}-{k}-", matrix, work,
@@ -439,11 +548,21 @@ def main(argv: list[str] | None = None) -> int:
                 contender_settings[cid] = con.settings
         if not args.no_scenarios:
             for k, cid in enumerate(wanted):
-                if cid in (stats.PLAIN_PRODUCER, stats.SPARK):
+                if cid == stats.PLAIN_PRODUCER:
+                    continue
+                if cid in stats.SPARKS and cid != SCENARIO_SPARK:
+                    scenarios.append(stats.not_run(cid, SPARK_SCENARIO_SKIPPED))
                     continue
                 con = make(cid, 50 + k, work)
                 log(f"scenario: {cid}")
-                res = run_scenario(con, a, b, f"scn-{run_id}-{k}-", scenario_seconds, rng)
+                try:
+                    res = run_scenario(con, a, b, f"scn-{run_id}-{k}-", scenario_seconds, rng)
+                except Exception as exc:
+                    if cid not in stats.SPARKS:
+                        raise
+                    log(f"scenario {cid} failed: {exc}")
+                    scenarios.append(stats.not_run(cid, f"failed: {exc}"[:200]))
+                    continue
                 log(
                     f"scenario {cid}: {json.dumps({x: res.get(x) for x in ('latency_ms', 'first_checkpoint_s')})}"
                 )
@@ -451,18 +570,14 @@ def main(argv: list[str] | None = None) -> int:
                     log(
                         f"failover {cid}: re-read settled {res['failover']['reread_settled']}, immediate {res['failover']['reread_immediate']}"
                     )
+                if cid in stats.SPARKS:
+                    res["note"] = SPARK_SCENARIO_NOTE
+                elif cid == stats.BARE_LOOP:
+                    res["note"] = "no offset syncs or checkpoints: n/a"
                 scenarios.append(res)
                 contender_settings.setdefault(cid, con.settings)
-    if (snap / "src" / "mirrorlib" / "spark").exists():
-        notes.append(
-            "mirrorlib on Spark (local[2]): mirrorlib.spark exists in the contender's commit, but "
-            "bench/ has no Spark driver yet; no row."
-        )
-    else:
-        notes.append(
-            "mirrorlib on Spark (local[2]): not available yet (no mirrorlib.spark in the "
-            "contender's commit); no row."
-        )
+    if any(c in stats.SPARKS for c in wanted) and not (snap / "src/mirrorlib/spark").exists():
+        notes.append("mirrorlib.spark is not in the contender's commit: no Spark rows.")
     machine["loadavg_end"] = os.getloadavg()
     machine["other_processes_end"] = other_processes()
     settings = {

@@ -15,7 +15,10 @@ SCHEMA_VERSION = 1
 MM2_TUNED = "mm2"
 MM2_DEFAULTS = "mm2-defaults"
 MIRRORLIB = "mirrorlib"
-SPARK = "mirrorlib-spark"
+SPARK_1 = "spark-1"
+SPARK_2 = "spark-2"
+#: mirrorlib on Spark: contender id -> executor cores (``local[N]``).
+SPARKS = {SPARK_1: 1, SPARK_2: 2}
 BARE_LOOP = "ceiling-loop"
 PLAIN_PRODUCER = "ceiling-producer"
 
@@ -23,7 +26,8 @@ LABELS = {
     MM2_TUNED: "MM2 (same client settings)",
     MM2_DEFAULTS: "MM2 (defaults)",
     MIRRORLIB: "mirrorlib embedded",
-    SPARK: "mirrorlib on Spark local[2]",
+    SPARK_1: "mirrorlib on Spark local[1]",
+    SPARK_2: "mirrorlib on Spark local[2]",
     BARE_LOOP: "ceiling: bare consume+produce loop",
     PLAIN_PRODUCER: "ceiling: ProducerPerformance into target",
 }
@@ -109,6 +113,49 @@ def throughput(
     return out
 
 
+def spark_throughput(
+    contender: str,
+    *,
+    record_size: int,
+    partitions: int,
+    records: int,
+    started: float,
+    first: float,
+    last: float,
+    exited: float | None,
+    cpu_at_first: float | None,
+    cpu_at_last: float | None,
+    peak_rss_mb: float | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One Spark backfill job (a fresh process) copying ``records``; times are monotonic seconds:
+    ``started`` the process start, ``first`` / ``last`` when the first / last record was seen on
+    the target, ``exited`` when the process ended. The row's ``records_per_s`` is to completion
+    *including* start-up (like every other contender's "to completion", but from a cold process);
+    ``copy_*`` is the copying rate from the first to the last record on the target."""
+    if not started <= first <= last:
+        raise ValueError("need started <= first <= last")
+    copy_s = last - first
+    row = throughput(
+        contender, record_size=record_size, partitions=partitions, records=records,
+        seconds=last - started, cpu_s=cpu_at_last, peak_rss_mb=peak_rss_mb,
+    )  # fmt: skip
+    copy_rate = records / copy_s if copy_s > 0 else None
+    copy_cpu = (
+        None if cpu_at_first is None or cpu_at_last is None else max(cpu_at_last - cpu_at_first, 0)
+    )
+    row.update(
+        startup_s=round(first - started, 3),
+        copy_s=round(copy_s, 3),
+        copy_records_per_s=None if copy_rate is None else round(copy_rate, 1),
+        copy_mb_per_s=None if copy_rate is None else round(copy_rate * record_size / 1e6, 2),
+        copy_cpu_s_per_million=(None if copy_cpu is None else round(copy_cpu / records * 1e6, 2)),
+        job_s=None if exited is None else round(exited - started, 3),
+    )
+    row.update(extra)
+    return row
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     """a / b, or None when either is missing or b is zero."""
     if a is None or b is None or b == 0 or math.isnan(a) or math.isnan(b):
@@ -151,6 +198,84 @@ def ratio_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def spark_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per cell and Spark contender: both rates, and the copying rate against the embedded
+    engine (``mirrorlib``, a warm process: no start-up in its figure) and against ``local[1]``."""
+    idx = _index(rows)
+    out = []
+    for r in sorted(
+        (r for r in rows if r["contender"] in SPARKS),
+        key=lambda r: (r["record_size"], r["partitions"], SPARKS[r["contender"]]),
+    ):
+        size, parts = r["record_size"], r["partitions"]
+        ml = idx.get((MIRRORLIB, size, parts)) or {}
+        one = idx.get((SPARK_1, size, parts)) or {}
+        copy = r.get("copy_records_per_s")
+        out.append(
+            {
+                "record_size": size,
+                "partitions": parts,
+                "contender": r["contender"],
+                "cores": SPARKS[r["contender"]],
+                "records_per_s": r["records_per_s"],
+                "startup_s": r.get("startup_s"),
+                "copy_records_per_s": copy,
+                "copy_mb_per_s": r.get("copy_mb_per_s"),
+                "cpu_s_per_million": r.get("cpu_s_per_million"),
+                "copy_cpu_s_per_million": r.get("copy_cpu_s_per_million"),
+                "peak_rss_mb": r.get("peak_rss_mb"),
+                "copy_vs_embedded": ratio(copy, ml.get("records_per_s")),
+                "copy_vs_local1": (
+                    None
+                    if r["contender"] == SPARK_1
+                    else ratio(copy, one.get("copy_records_per_s"))
+                ),
+                "cpu_vs_embedded": ratio(
+                    r.get("copy_cpu_s_per_million"), ml.get("cpu_s_per_million")
+                ),
+            }
+        )
+    return out
+
+
+def spark_table(items: Sequence[Mapping[str, Any]]) -> str:
+    return markdown_table(
+        [
+            "record",
+            "partitions",
+            "contender",
+            "to completion rec/s (incl. start-up)",
+            "start-up s (to first record)",
+            "copying rec/s",
+            "copying MB/s",
+            "copying ÷ embedded",
+            "copying ÷ local[1]",
+            "CPU-s / M (whole job)",
+            "CPU-s / M (copying)",
+            "CPU (copying) ÷ embedded",
+            "peak RSS MB",
+        ],
+        (
+            [
+                size_label(r["record_size"]),
+                r["partitions"],
+                r["contender"],
+                r["records_per_s"],
+                r["startup_s"],
+                r["copy_records_per_s"],
+                r["copy_mb_per_s"],
+                r["copy_vs_embedded"],
+                r["copy_vs_local1"],
+                r["cpu_s_per_million"],
+                r["copy_cpu_s_per_million"],
+                r["cpu_vs_embedded"],
+                r["peak_rss_mb"],
+            ]
+            for r in items
+        ),
+    )
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -254,6 +379,7 @@ def scenario_table(scenarios: Sequence[Mapping[str, Any]]) -> str:
             "re-read (settled)",
             "re-read (immediate)",
             "peak RSS MB",
+            "note",
         ],
         (
             [
@@ -266,10 +392,16 @@ def scenario_table(scenarios: Sequence[Mapping[str, Any]]) -> str:
                 fo(s, "reread_settled"),
                 fo(s, "reread_immediate"),
                 s.get("peak_rss_mb"),
+                s.get("note") or "",
             ]
             for s in scenarios
         ),
     )
+
+
+def not_run(contender: str, note: str) -> dict[str, Any]:
+    """A scenario row for a contender that did not run the scenario, saying why."""
+    return {**{k: None for k in SCENARIO_KEYS}, "contender": contender, "note": note}
 
 
 def targets(
@@ -343,6 +475,7 @@ def document(
         "settings": dict(settings),
         "throughput": [dict(r) for r in throughput_rows],
         "ratios": ratios,
+        "spark": spark_rows(throughput_rows),
         "scenarios": [dict(s) for s in scenarios],
         "targets": targets(ratios, scenarios),
         "notes": list(notes),

@@ -155,3 +155,66 @@ def test_parse_producer_performance():
     assert res["p99_latency_ms"] == 250
     with pytest.raises(ValueError):
         kio.parse_producer_performance("nothing")
+
+
+def _spark_row(cid, started=0.0, first=15.0, last=17.0, cpu_first=20.0, cpu_last=23.0):
+    return stats.spark_throughput(
+        cid, record_size=1024, partitions=1, records=30_000, started=started, first=first,
+        last=last, exited=last + 1.0, cpu_at_first=cpu_first, cpu_at_last=cpu_last,
+        peak_rss_mb=900.0,
+    )  # fmt: skip
+
+
+def test_spark_throughput_row_has_both_rates():
+    row = _spark_row(stats.SPARK_2)
+    assert set(stats.THROUGHPUT_KEYS) <= set(row)
+    assert row["records_per_s"] == pytest.approx(1764.7, abs=0.1)
+    assert row["startup_s"] == 15.0 and row["copy_s"] == 2.0 and row["job_s"] == 18.0
+    assert row["copy_records_per_s"] == 15_000
+    assert row["copy_mb_per_s"] == pytest.approx(15.36)
+    assert row["cpu_s_per_million"] == pytest.approx(23.0 / 0.03, abs=0.01)  # whole job
+    assert row["copy_cpu_s_per_million"] == pytest.approx(100.0)  # 3 CPU-s for 30,000
+    same = _spark_row(stats.SPARK_1, first=5.0, last=5.0)  # all records seen in one poll
+    assert same["copy_records_per_s"] is None and same["copy_mb_per_s"] is None
+    with pytest.raises(ValueError):
+        _spark_row(stats.SPARK_1, first=20.0, last=17.0)
+
+
+def test_spark_rows_compare_with_embedded_and_local1():
+    rows = [
+        *_rows(),  # mirrorlib: 30,000 rec/s, 20 CPU-s / M at 1 KiB, 1 partition
+        _spark_row(stats.SPARK_1, first=10.0, last=13.0),  # copying 10,000 rec/s
+        _spark_row(stats.SPARK_2),  # copying 15,000 rec/s
+    ]
+    sp = stats.spark_rows(rows)
+    assert [r["contender"] for r in sp] == [stats.SPARK_1, stats.SPARK_2]
+    one, two = sp
+    assert one["copy_vs_embedded"] == pytest.approx(1 / 3)
+    assert one["copy_vs_local1"] is None
+    assert two["copy_vs_embedded"] == pytest.approx(0.5)
+    assert two["copy_vs_local1"] == pytest.approx(1.5)
+    assert two["cpu_vs_embedded"] == pytest.approx(100.0 / 20.0)
+    table = stats.spark_table(sp)
+    assert table.count("\n") == 1 + 2 and "spark-2" in table and "1.50" in table
+    # the Spark rows do not disturb mirrorlib's ratios, and the document carries them
+    assert len(stats.ratio_rows(rows)) == 1
+    doc = stats.document(
+        machine={}, versions={}, settings={}, throughput_rows=rows, scenarios=[]
+    )  # fmt: skip
+    assert doc["spark"] == sp and stats.check_document(doc) == []
+    assert "spark-1" in stats.throughput_table(rows)
+
+
+def test_scenario_rows_that_did_not_run_say_why():
+    row = stats.not_run(stats.SPARK_1, "not run: same engine")
+    assert set(stats.SCENARIO_KEYS) <= set(row)
+    table = stats.scenario_table([row, {**stats.not_run(stats.SPARK_2, ""), "note": None}])
+    assert "not run: same engine" in table and table.count("n/a") >= 8
+    assert (
+        stats.check_document(
+            stats.document(
+                machine={}, versions={}, settings={}, throughput_rows=[], scenarios=[row]
+            )
+        )
+        == []
+    )

@@ -1,0 +1,41 @@
+"""The harness's process-tree CPU counter (Linux /proc): reaped grandchildren still count."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench import procmon
+
+# A child that starts a grandchild burning ~0.4 s of CPU, reaps it, then idles: the grandchild's
+# CPU is then only in the child's cutime (as with Spark's workers reaped by pyspark's daemon).
+CHILD = (
+    "import subprocess, sys, time\n"
+    "subprocess.run([sys.executable, '-c', "
+    "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass'])\n"
+    "print('reaped', flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_tree_cpu_counts_children_reaped_inside_the_tree():
+    # root (sh) -> child (python) -> grandchild (python, reaped by the child)
+    root = subprocess.Popen(
+        ["/bin/sh", "-c", f'"{sys.executable}" -c "$0"; :', CHILD], stdout=subprocess.PIPE
+    )
+    try:
+        assert root.stdout is not None
+        assert root.stdout.readline().strip() == b"reaped"
+        time.sleep(0.1)
+        assert procmon.children(root.pid)  # the child is alive, the grandchild is gone
+        assert procmon.tree_cpu_seconds(root.pid) >= 0.3
+        assert procmon.tree_rss_bytes(root.pid) > 0
+    finally:
+        for pid in procmon.children(root.pid):
+            subprocess.run(["kill", str(pid)], check=False)
+        root.kill()
+        root.wait(10)

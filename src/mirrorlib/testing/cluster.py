@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from mirrorlib.errors import TestClusterError
 from mirrorlib.testing import config as _cfg
 from mirrorlib.testing.config import ADMIN_PASSWORD, ADMIN_USER, JvmOptions
 from mirrorlib.testing.jars import KAFKA_VERSION, java_executable, kafka_classpath
+from mirrorlib.testing.process import tail_file, terminate
 
 __all__ = [
     "BaseCluster",
@@ -452,15 +452,7 @@ class KafkaCluster(BaseCluster):
 
     def log_tail(self, lines: int = 50) -> str:
         """The last ``lines`` lines of :attr:`log_path` ("" if there is none yet)."""
-        try:
-            with self.log_path.open("rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - 256 * 1024))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return tail_file(self.log_path, lines)
 
     def _fail(self, message: str, lines: int = 40) -> TestClusterError:
         tail = self.log_tail(lines)
@@ -635,18 +627,7 @@ class KafkaCluster(BaseCluster):
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            if not force:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self._log(f"broker did not stop within {timeout}s of SIGTERM; SIGKILL")
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(30)
+        terminate(proc, force=force, timeout=timeout, note=self._log, what="broker")
         self._proc = None
         _live.discard(self)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -38,6 +37,7 @@ from mirrorlib.errors import TestClusterError
 from mirrorlib.testing.cluster import BaseCluster
 from mirrorlib.testing.config import JvmOptions, render_properties
 from mirrorlib.testing.jars import KAFKA_VERSION, java_executable, kafka_classpath
+from mirrorlib.testing.process import tail_file, terminate
 
 __all__ = [
     "MM2_LOG4J2_PROPERTIES",
@@ -310,15 +310,7 @@ class RealMirrorMaker:
 
     def log_tail(self, lines: int = 50) -> str:
         """The last ``lines`` lines of :attr:`log_path` ("" if there is none yet)."""
-        try:
-            with self.log_path.open("rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - 512 * 1024))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return tail_file(self.log_path, lines)
 
     def log_since_start(self) -> str:
         """Everything logged since the last :meth:`start`."""
@@ -418,21 +410,9 @@ class RealMirrorMaker:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            if not force:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self._note(
-                        f"MirrorMaker 2 did not stop within {timeout:g}s of SIGTERM; SIGKILL"
-                    )
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-        self._last_returncode = proc.returncode
+        self._last_returncode = terminate(
+            proc, force=force, timeout=timeout, note=self._note, what="MirrorMaker 2"
+        )
         self._proc = None
         _live.discard(self)
 

@@ -171,3 +171,23 @@ def decoded(cluster: BaseCluster, topic: str, cls: Any) -> list[Any]:
         except CodecError:
             continue
     return out
+
+
+def produce(cluster: BaseCluster, topic: str, records: list[dict[str, Any]]) -> None:
+    """Produce ``records`` (keyword arguments of ``Producer.produce``) and wait for them all."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**cluster.client_config(), "enable.idempotence": True, "linger.ms": 5})
+    for r in records:
+        producer.produce(topic, **r)
+    assert producer.flush(30) == 0
+
+
+def commit_group(cluster: BaseCluster, group: str, topic: str, partitions: dict[int, int]) -> None:
+    """Commit ``partitions`` (partition -> offset) for ``group`` on ``cluster``."""
+    consumer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    consumer.commit(
+        offsets=[KafkaTopicPartition(topic, p, o) for p, o in partitions.items()],
+        asynchronous=False,
+    )
+    consumer.close()

@@ -14,8 +14,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from mirrorlib import Checkpoint, Replicator
 from mirrorlib.runtime.status import FlowState
 from mirrorlib.testing import BaseCluster, ClusterSet
-from tests.runtime.conftest import config, end_offsets, read_all, wait_for
-from tests.runtime.test_replicator import commit_group, produce, replicated
+from tests.runtime.conftest import commit_group, config, end_offsets, produce, read_all, wait_for
+from tests.runtime.test_replicator import replicated
 
 pytestmark = pytest.mark.integration
 

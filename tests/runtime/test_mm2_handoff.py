@@ -15,8 +15,7 @@ import pytest
 from mirrorlib import MirrorConfig, Replicator, translate_offsets
 from mirrorlib.testing import ClusterSet
 from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
-from tests.runtime.conftest import end_offsets, read_all, wait_for
-from tests.runtime.test_replicator import commit_group, produce
+from tests.runtime.conftest import commit_group, end_offsets, produce, read_all, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 

@@ -10,8 +10,8 @@ import pytest
 from mirrorlib import Replicator
 from mirrorlib.prometheus import start_http_server
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import config, wait_for
-from tests.runtime.test_replicator import produce, replicated
+from tests.runtime.conftest import config, produce, wait_for
+from tests.runtime.test_replicator import replicated
 
 pytestmark = pytest.mark.integration
 

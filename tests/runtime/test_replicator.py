@@ -3,35 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import Checkpoint, CodecError, Heartbeat, OffsetSync, Replicator
 from mirrorlib.runtime.status import FlowState
-from mirrorlib.testing import BaseCluster, ClusterSet
-from tests.runtime.conftest import config, decoded, end_offsets, read_all, wait_for
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import (
+    commit_group,
+    config,
+    decoded,
+    end_offsets,
+    produce,
+    read_all,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def produce(cluster: BaseCluster, topic: str, records: list[dict[str, Any]]) -> None:
-    producer = Producer({**cluster.client_config(), "enable.idempotence": True, "linger.ms": 5})
-    for r in records:
-        producer.produce(topic, **r)
-    assert producer.flush(30) == 0
-
-
-def commit_group(cluster: BaseCluster, group: str, topic: str, partitions: dict[int, int]) -> None:
-    from confluent_kafka import TopicPartition as KafkaTP
-
-    consumer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
-    consumer.commit(
-        offsets=[KafkaTP(topic, p, o) for p, o in partitions.items()], asynchronous=False
-    )
-    consumer.close()
 
 
 def replicated(replicator: Replicator, prefix: str = "") -> int:

@@ -18,8 +18,8 @@ from confluent_kafka.admin import (
 
 from mirrorlib import MirrorConfig, OffsetSync, Replicator
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import FAST, config, decoded, read_all, wait_for
-from tests.runtime.test_replicator import produce, replicated
+from tests.runtime.conftest import FAST, config, decoded, produce, read_all, wait_for
+from tests.runtime.test_replicator import replicated
 
 pytestmark = pytest.mark.integration
 

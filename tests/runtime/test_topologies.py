@@ -7,8 +7,8 @@ import pytest
 from mirrorlib import Heartbeat, Replicator
 from mirrorlib.client import MirrorClient
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import config, decoded, read_all, wait_for
-from tests.runtime.test_replicator import produce, replicated
+from tests.runtime.conftest import config, decoded, produce, read_all, wait_for
+from tests.runtime.test_replicator import replicated
 
 pytestmark = pytest.mark.integration
 

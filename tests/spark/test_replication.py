@@ -14,8 +14,15 @@ from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import CodecError, MirrorConfig, OffsetSync, translate_offsets
 from mirrorlib.syncs import lineage_from_headers
-from mirrorlib.testing import BaseCluster, ClusterSet
-from tests.runtime.conftest import end_offsets, mm2_properties, read_all, wait_for
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import (
+    commit_group,
+    end_offsets,
+    mm2_properties,
+    produce,
+    read_all,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -24,21 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 def name() -> str:
     """A fresh topic prefix (the shared clusters outlive a test, and may be external)."""
     return f"sp{uuid.uuid4().hex[:8]}"
-
-
-def produce(cluster: BaseCluster, topic: str, records: list[dict[str, Any]]) -> None:
-    producer = Producer({**cluster.client_config(), "enable.idempotence": True, "linger.ms": 5})
-    for r in records:
-        producer.produce(topic, **r)
-    assert producer.flush(30) == 0
-
-
-def commit_group(cluster: BaseCluster, group: str, topic: str, partitions: dict[int, int]) -> None:
-    consumer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
-    consumer.commit(
-        offsets=[KafkaTP(topic, p, o) for p, o in partitions.items()], asynchronous=False
-    )
-    consumer.close()
 
 
 def spark_config(clusters: ClusterSet, **extra: str) -> MirrorConfig:

@@ -107,6 +107,8 @@ def read_all(
 
 
 def end_offsets(cluster: BaseCluster, topic: str) -> Mapping[int, int]:
+    """End offset per partition; ``{}`` while a just-created topic has no leader yet (callers
+    poll with :func:`wait_for`)."""
     consumer = Consumer({**cluster.client_config(), "group.id": "test-ends"})
     try:
         md = consumer.list_topics(topic, timeout=30).topics[topic]
@@ -114,6 +116,11 @@ def end_offsets(cluster: BaseCluster, topic: str) -> Mapping[int, int]:
             p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=30)[1]
             for p in md.partitions
         }
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if getattr(err, "retriable", lambda: False)() or "leader" in str(exc).lower():
+            return {}
+        raise
     finally:
         consumer.close()
 

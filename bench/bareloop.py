@@ -1,10 +1,16 @@
 """The ceiling: a bare confluent-kafka (librdkafka) consume-and-produce loop.
 
-``python -m bench.bareloop SOURCE TARGET PREFIX TOPIC...`` copies every partition of the topics
-from the beginning to ``PREFIX + topic`` on the target, same partition, key, value, headers and
-timestamp, with the producer settings mirrorlib uses (idempotent, acks=all, linger.ms=5,
-batch.size=1000000). No positions, no offset syncs, no delivery bookkeeping: what no replicator
-built on the same client can beat. Stops on SIGTERM.
+``python -m bench.bareloop SOURCE TARGET PREFIX TOPIC... [--acked]`` copies every partition of
+the topics from the beginning to ``PREFIX + topic`` on the target, same partition, key, value,
+headers and timestamp, with the producer settings mirrorlib uses (idempotent, acks=all,
+linger.ms=5, batch.size=1000000). No positions, no offset syncs, no delivery bookkeeping: what no
+replicator built on the same client can beat. Stops on SIGTERM.
+
+``--acked`` adds the one thing an at-least-once replicator cannot leave out: a delivery report
+per record (confluent-kafka builds a ``Message`` for each and calls back into Python), which
+here only remembers the newest acknowledged offset per partition. The gap between the two loops
+is the price of knowing what was delivered with this client; the gap between the acked loop and
+mirrorlib is mirrorlib's own bookkeeping.
 """
 
 from __future__ import annotations
@@ -13,13 +19,22 @@ import contextlib
 import signal
 import sys
 import threading
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def main() -> None:
-    source, target, prefix, *topics = sys.argv[1:]
+    args = sys.argv[1:]
+    acked = "--acked" in args
+    source, target, prefix, *topics = [a for a in args if a != "--acked"]
+    delivered: dict[int, int] = {}
+
+    def on_delivery(err: object, msg: Any) -> None:
+        if err is None:
+            delivered[msg.partition()] = msg.offset()
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     consumer = Consumer(
@@ -39,6 +54,7 @@ def main() -> None:
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 1_048_576,
+            **({"on_delivery": on_delivery} if acked else {}),
         }
     )
     meta = consumer.list_topics(timeout=10)

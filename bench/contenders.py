@@ -210,6 +210,7 @@ class BareLoop(_Subprocess):
                 b.bootstrap_servers,
                 self.remote_prefix,
                 *topics,
+                *(["--acked"] if self.id == stats.ACKED_LOOP else []),
             ],
             "bareloop",
         )
@@ -300,5 +301,6 @@ def make(cid: str, index: int, work: Path) -> Contender:
         stats.MM2_DEFAULTS: MM2,
         stats.MIRRORLIB: Mirrorlib,
         stats.BARE_LOOP: BareLoop,
+        stats.ACKED_LOOP: BareLoop,
     }[cid]
     return cls(cid, src, tgt, work)

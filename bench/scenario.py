@@ -50,7 +50,13 @@ class LatencyReader(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            msgs = self.consumer.consume(1000, timeout=0.05)
+            # Block only until the first record, then take what is already fetched: a plain
+            # consume(n, timeout) waits the whole timeout unless n records arrive, which would
+            # add up to that timeout to every measured latency.
+            first = self.consumer.poll(0.05)
+            if first is None:
+                continue
+            msgs = [first, *self.consumer.consume(10_000, timeout=0)]
             now = time.time_ns()
             for m in msgs:
                 if m.error() is not None:

@@ -20,6 +20,8 @@ SPARK_2 = "spark-2"
 #: mirrorlib on Spark: contender id -> executor cores (``local[N]``).
 SPARKS = {SPARK_1: 1, SPARK_2: 2}
 BARE_LOOP = "ceiling-loop"
+#: The bare loop plus a per-record delivery report (the least an at-least-once copier must do).
+ACKED_LOOP = "ceiling-loop-acked"
 PLAIN_PRODUCER = "ceiling-producer"
 
 LABELS = {
@@ -29,6 +31,7 @@ LABELS = {
     SPARK_1: "mirrorlib on Spark local[1]",
     SPARK_2: "mirrorlib on Spark local[2]",
     BARE_LOOP: "ceiling: bare consume+produce loop",
+    ACKED_LOOP: "ceiling: bare loop + per-record delivery report",
     PLAIN_PRODUCER: "ceiling: ProducerPerformance into target",
 }
 
@@ -192,6 +195,7 @@ def ratio_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "tput_vs_mm2": ratio(rate, get(MM2_TUNED, "records_per_s")),
                 "tput_vs_mm2_defaults": ratio(rate, get(MM2_DEFAULTS, "records_per_s")),
                 "tput_vs_loop": ratio(rate, get(BARE_LOOP, "records_per_s")),
+                "tput_vs_acked_loop": ratio(rate, get(ACKED_LOOP, "records_per_s")),
                 "tput_vs_producer": ratio(rate, get(PLAIN_PRODUCER, "records_per_s")),
                 "cpu_vs_mm2": ratio(cpu, get(MM2_TUNED, "cpu_s_per_million")),
                 "cpu_vs_mm2_defaults": ratio(cpu, get(MM2_DEFAULTS, "cpu_s_per_million")),
@@ -340,6 +344,7 @@ def ratio_table(ratios: Sequence[Mapping[str, Any]]) -> str:
             "÷ MM2",
             "÷ MM2 defaults",
             "÷ ceiling loop",
+            "÷ acked loop",
             "÷ ceiling producer",
             "CPU ÷ MM2",
             "CPU ÷ MM2 defaults",
@@ -352,6 +357,7 @@ def ratio_table(ratios: Sequence[Mapping[str, Any]]) -> str:
                 r["tput_vs_mm2"],
                 r["tput_vs_mm2_defaults"],
                 r["tput_vs_loop"],
+                r.get("tput_vs_acked_loop"),
                 r["tput_vs_producer"],
                 r["cpu_vs_mm2"],
                 r["cpu_vs_mm2_defaults"],

@@ -340,3 +340,68 @@ def test_lineage_roundtrip_property(writer: str, seq: int) -> None:
     except CodecError:
         return  # unencodable writer id (lone surrogate)
     assert SyncLineage.from_header(lin.to_header()[1]) == lin
+
+
+# -- record_run: a run of consecutive acknowledgements at once --------------------------------------
+
+
+def _replay(
+    emitter: OffsetSyncEmitter, runs: list[tuple[int, int, int]], *, bulk: bool
+) -> list[tuple[int, int, int]]:
+    """Feed runs (upstream, downstream, count) and take every due sync at once (as the copier
+    does); return the taken syncs as (upstream, downstream, sequence), then promote and take."""
+    taken: list[tuple[int, int, int]] = []
+
+    def take() -> None:
+        taken.extend(
+            (e.sync.upstream_offset, e.sync.downstream_offset, e.lineage.sequence)
+            for e in emitter.take_pending()
+        )
+
+    for up, down, count in runs:
+        if bulk:
+            emitter.record_run(TP, up, down, count, on_due=take)
+        else:
+            for i in range(count):
+                if emitter.record(TP, up + i, down + i):
+                    take()
+    emitter.promote_delayed()
+    take()
+    return taken
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lag=st.integers(0, 12),
+    runs=st.lists(
+        st.tuples(st.integers(-3, 40), st.integers(-3, 40), st.integers(0, 60)), max_size=8
+    ),
+)
+def test_record_run_equals_one_record_per_offset(
+    lag: int, runs: list[tuple[int, int, int]]
+) -> None:
+    # consecutive runs may continue each other, leave gaps, or rewind on either side
+    absolute: list[tuple[int, int, int]] = []
+    up = down = 0
+    for dup, ddown, count in runs:
+        up, down = max(up + dup, 0), max(down + ddown, 0)
+        absolute.append((up, down, count))
+        up, down = up + count, down + count
+    writer = "w"
+    one = OffsetSyncEmitter(lag, writer_id=writer)
+    bulk = OffsetSyncEmitter(lag, writer_id=writer)
+    assert _replay(bulk, absolute, bulk=True) == _replay(one, absolute, bulk=False)
+
+
+def test_record_run_counts_due_syncs_and_sends_each() -> None:
+    e = OffsetSyncEmitter(100, writer_id="w")
+    sent: list[int] = []
+    due = e.record_run(
+        TP, 0, 0, 1000, on_due=lambda: sent.extend(x.sync.upstream_offset for x in e.take_pending())
+    )
+    # the first record, then every 101 records (downstream 101 past the last sync + 1)
+    assert sent == [0, 101, 202, 303, 404, 505, 606, 707, 808, 909]
+    assert due == len(sent)
+    e.promote_delayed()
+    assert [x.sync.upstream_offset for x in e.take_pending()] == [999]
+    assert e.record_run(TP, 1000, 1000, 0) == 0

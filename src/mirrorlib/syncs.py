@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final, Self
 
 import attrs
@@ -314,6 +314,53 @@ class OffsetSyncEmitter:
             queued.down = down
             queued.breaks = state.breaks
         return False
+
+    def record_run(
+        self,
+        tp: TopicPartition,
+        upstream_offset: int,
+        downstream_offset: int,
+        count: int,
+        on_due: Callable[[], None] | None = None,
+    ) -> int:
+        """Report ``count`` records acknowledged in a row at consecutive offsets: upstream
+        ``upstream_offset + i`` at downstream ``downstream_offset + i`` for ``i < count``.
+
+        Same result as calling :meth:`record` for each of them in order, but in time
+        proportional to the number of syncs that become due, not to ``count``. ``on_due`` is
+        called right after each due sync is queued (before the next one could replace it in
+        *pending*), so a caller can send every due sync. Returns how many became due.
+        """
+        if count <= 0:
+            return 0
+        up, down, lag = upstream_offset, downstream_offset, self._offset_lag_max
+        due = 0
+        i = 0
+        while i < count:
+            if self.record(tp, up + i, down + i):
+                due += 1
+                if on_due is not None:
+                    on_due()
+            # The records after i step by +1 on both sides, so the only rule that can make one
+            # due is staleness: downstream reaching last_sync_down + 1 + lag. Skip to it.
+            state = self._states[tp]
+            nxt = max(state.last_sync_down + 1 + lag - down, i + 1)
+            if nxt > i + 1:
+                last_quiet = min(nxt, count) - 1  # the records i+1..last_quiet are not due
+                if last_quiet > i:
+                    state.prev_up = up + last_quiet
+                    state.prev_down = down + last_quiet
+                    queued = self._delayed.get(tp)
+                    if queued is None:
+                        self._delayed[tp] = _Queued(
+                            tp, up + last_quiet, down + last_quiet, state.breaks
+                        )
+                    else:
+                        queued.up = up + last_quiet
+                        queued.down = down + last_quiet
+                        queued.breaks = state.breaks
+            i = nxt
+        return due
 
     def promote_delayed(self) -> None:
         """Move every delayed sync to pending (MM2 does this on each task commit)."""

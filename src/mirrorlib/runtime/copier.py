@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import (
@@ -66,23 +67,41 @@ class DataLossError(Exception):
 
 
 class _Part:
-    """Copier state of one assigned source partition."""
+    """Copier state of one assigned source partition.
+
+    Acknowledgement is bulk: the delivery-report callback of a record only appends the report
+    to ``acks`` (in the target's acknowledgement order, which for an idempotent producer is the
+    produce order of the partition), and the copier matches reports with ``sent`` (the upstream
+    offsets produced, oldest at ``head``) after each poll, a whole run at a time.
+    """
 
     __slots__ = (
         "acked",
+        "acks",
         "blocked_at",
+        "dr",
+        "failed",
+        "head",
         "key",
+        "marks",
         "max_bytes",
         "parked_until",
         "remote",
         "retries",
         "sampled_ts",
+        "sent",
         "stats",
         "tp",
         "txn_last",
     )
 
-    def __init__(self, key: tuple[str, int], remote: str, stats: PartitionStats) -> None:
+    def __init__(
+        self,
+        key: tuple[str, int],
+        remote: str,
+        stats: PartitionStats,
+        ready: Callable[[_Part], None],
+    ) -> None:
         self.key = key
         self.tp = TopicPartition(key[0], key[1])
         self.remote = remote
@@ -94,6 +113,49 @@ class _Part:
         self.parked_until = 0.0
         self.retries = 0
         self.txn_last: int | None = None  # EOS: last upstream offset produced in open txn
+        self.sent: list[int] = []  # upstream offsets produced, unacknowledged from `head` on
+        self.head = 0
+        self.acks: list[Any] = []  # delivery reports not yet matched with `sent`
+        self.failed = False  # one of `acks` carries an error
+        # (upstream offset, source timestamp) of the last record of each produced run
+        self.marks: deque[tuple[int, int]] = deque()
+        acks = self.acks
+        append = acks.append
+
+        def dr(err: KafkaError | None, msg: Any) -> None:  # per record: keep it minimal
+            if not acks:
+                ready(self)
+            append(msg)
+            if err is not None:
+                self.failed = True
+
+        self.dr = dr
+
+    @property
+    def outstanding(self) -> int:
+        """Records produced and not yet acknowledged (nor refused)."""
+        return len(self.sent) - self.head
+
+    def take_sent(self, n: int) -> list[int]:
+        """The upstream offsets of the next ``n`` acknowledged records, oldest first."""
+        head = self.head
+        ups = self.sent[head : head + n]
+        head += len(ups)
+        if head >= len(self.sent):
+            self.sent.clear()
+            head = 0
+        elif head > 65_536:
+            del self.sent[:head]
+            head = 0
+        self.head = head
+        return ups
+
+    def clear_inflight(self) -> None:
+        self.sent.clear()
+        self.head = 0
+        self.acks.clear()
+        self.failed = False
+        self.marks.clear()
 
 
 class Copier:
@@ -112,14 +174,14 @@ class Copier:
         self.positions = positions
         self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
         self._parts: dict[tuple[str, int], _Part] = {}
-        self._inflight: dict[tuple[str, int], deque[tuple[_Part, int, int]]] = {}
+        self._ready: list[_Part] = []  # partitions with delivery reports to match
         self._remote_of: dict[str, RemoteTopic] = {}
         self._catalog_version = -1
         self._subscribed: list[str] = []
         self._dirty: set[tuple[str, int]] = set()
         self._txn_open = False
         self._txn_started = 0.0
-        self._txn_syncs: list[tuple[_Part, int, int]] = []
+        self._txn_syncs: list[tuple[_Part, int, int, int]] = []  # (part, up, down, count)
         self._last_flush = time.monotonic()
         self._last_watermarks = 0.0
         self._consumer: Any = None
@@ -154,7 +216,6 @@ class Copier:
             {
                 "enable.idempotence": True,
                 "acks": "all",
-                "on_delivery": self._on_delivery,
                 "error_cb": self._client_error("target", s.target),
             }
         )
@@ -199,7 +260,7 @@ class Copier:
             self._producer.flush(10.0)
             self._producer = None
         self._parts.clear()
-        self._inflight.clear()
+        self._ready.clear()
         self._subscribed = []
         self._catalog_version = -1
 
@@ -267,6 +328,7 @@ class Copier:
                     self._txn_started = time.monotonic()
                 self._copy(msgs)
             producer.poll(0)
+            self._drain_acks()
             now = time.monotonic()
             if eos:
                 if self._txn_open and (now - self._txn_started >= s.transaction_interval_s):
@@ -284,10 +346,20 @@ class Copier:
                 self._last_watermarks = now
 
     def _copy(self, msgs: list[Any]) -> None:
+        """Produce a consumed batch. Per record only what cannot be batched: the produce call
+        and remembering its upstream offset; the rest once per run of one partition."""
         produce = self._producer.produce
         parts = self._parts
-        inflight = self._inflight
-        newest: dict[_Part, int] = {}  # newest source timestamp per partition in this batch
+        part: _Part | None = None
+        cur_topic: str | None = None
+        cur_partition = -1
+        sent_append: Callable[[int], None] | None = None
+        remote = ""
+        dr: Any = None
+        half_max: int | None = None
+        last_off = -1
+        last_ts = 0
+        nbytes = 0
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -295,61 +367,197 @@ class Copier:
                 continue
             topic = msg.topic()
             partition = msg.partition()
-            part = parts.get((topic, partition))
+            if partition != cur_partition or topic != cur_topic:
+                if part is not None and last_off >= 0:
+                    self._end_run(part, last_off, last_ts, nbytes)
+                cur_topic, cur_partition = topic, partition
+                part = parts.get((topic, partition))
+                last_off, nbytes = -1, 0
+                if part is not None:
+                    sent_append = part.sent.append
+                    remote, dr = part.remote, part.dr
+                    half_max = None if part.max_bytes is None else part.max_bytes // 2
             if part is None or part.parked_until:
                 continue  # not ours any more, or waiting for a retry (it was seeked back)
             value = msg.value()
             ts = msg.timestamp()[1]
-            remote = part.remote
             if (
-                part.max_bytes is not None
+                half_max is not None
                 and value is not None
-                and len(value) + _RECORD_OVERHEAD > part.max_bytes // 2
+                and len(value) + _RECORD_OVERHEAD > half_max
+                and self._too_large(part, msg, value)
             ):
-                key = msg.key()
-                size = len(value) + (len(key) if key else 0)
-                size += sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
-                if size + _RECORD_OVERHEAD > part.max_bytes:
-                    self._park(
-                        part,
-                        msg.offset(),
-                        f"record {topic}-{partition}@{msg.offset()} ({size} bytes) is larger than "
-                        f"max.message.bytes={part.max_bytes} of {remote} on {self.s.target}; "
-                        f"raise it on the target topic to replicate it",
-                    )
-                    continue
+                continue
+            offset = msg.offset()
             try:
                 while True:
                     try:
+                        # positional: topic, value, key, partition, callback, on_delivery,
+                        # timestamp, headers (no keyword dict per record)
                         produce(
                             remote,
                             value,
                             msg.key(),
                             partition,
-                            timestamp=ts if ts > 0 else 0,
-                            headers=msg.headers(),
+                            dr,
+                            None,
+                            ts if ts > 0 else 0,
+                            msg.headers(),
                         )
                         break
                     except BufferError:  # queue full: serve delivery reports, then retry
                         self._producer.poll(0.05)
             except KafkaException as exc:
-                self._park(part, msg.offset(), f"target refused the record: {exc}")
+                self._park(part, offset, f"target refused the record: {exc}")
                 continue
-            q = inflight.get((remote, partition))
-            if q is None:
-                q = inflight[(remote, partition)] = deque()
-            offset = msg.offset()
-            q.append((part, offset, ts))
-            st = part.stats
-            st.byte_count += len(value) if value is not None else 0
-            if ts > 0:
-                newest[part] = ts
+            assert sent_append is not None
+            sent_append(offset)
+            last_off = offset
+            last_ts = ts
+            if value is not None:
+                nbytes += len(value)
+        if part is not None and last_off >= 0:
+            self._end_run(part, last_off, last_ts, nbytes)
+
+    def _end_run(self, part: _Part, last_offset: int, last_ts: int, nbytes: int) -> None:
+        """Bookkeeping once per produced run of one partition."""
+        part.marks.append((last_offset, last_ts))
+        st = part.stats
+        st.byte_count += nbytes
+        if last_ts > 0:  # record-age-ms, sampled once per run
+            st.age.record(time.time() * 1000.0 - last_ts)
+        if self.s.exactly_once:
+            part.txn_last = last_offset
+
+    def _too_large(self, part: _Part, msg: Any, value: bytes) -> bool:
+        """Park the partition at a record the target topic's max.message.bytes would refuse."""
+        assert part.max_bytes is not None
+        key = msg.key()
+        size = len(value) + (len(key) if key else 0)
+        size += sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
+        if size + _RECORD_OVERHEAD <= part.max_bytes:
+            return False
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        self._park(
+            part,
+            offset,
+            f"record {topic}-{partition}@{offset} ({size} bytes) is larger than "
+            f"max.message.bytes={part.max_bytes} of {part.remote} on {self.s.target}; "
+            f"raise it on the target topic to replicate it",
+        )
+        return True
+
+    # -- acknowledgements ------------------------------------------------------------------------
+
+    def _drain_acks(self) -> None:
+        """Match the delivery reports served since the last call with the records produced."""
+        ready = self._ready
+        if not ready:
+            return
+        parts = ready[:]
+        ready.clear()
+        succeeded = False
+        for part in parts:
+            if part.acks:
+                succeeded = self._acked(part) or succeeded
+        if succeeded and "target" in self._degraded:
+            self._degraded.discard("target")
+            self.stats.set_error("target", None)
+
+    def _acked(self, part: _Part) -> bool:
+        """Process ``part``'s delivery reports; returns whether any record succeeded."""
+        acks = part.acks
+        n = len(acks)
+        if n > part.outstanding:  # reports of records forgotten by an abort: nothing to match
+            log.debug("flow %s: %d unmatched delivery reports", self.s.name, n - part.outstanding)
+            del acks[: n - part.outstanding]
+            n = len(acks)
+            if not n:
+                part.failed = False
+                return False
+        ups = part.take_sent(n)
+        if self._parts.get(part.key) is not part:  # revoked or lost meanwhile: not ours
+            acks.clear()
+            part.failed = False
+            return False
+        if part.failed or part.blocked_at is not None:
+            return self._acked_one_by_one(part, ups)
+        up_first, up_last = ups[0], ups[-1]
+        down_first, down_last = acks[0].offset(), acks[-1].offset()
+        contiguous = up_last - up_first == n - 1 and down_last - down_first == n - 1
+        st = part.stats
+        st.record_count += n
+        marks = part.marks
+        ts = 0
+        while marks and marks[0][0] <= up_last:
+            ts = marks.popleft()[1]
+        if ts > 0:
+            st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
+        if self.s.exactly_once:
+            if contiguous:
+                self._txn_syncs.append((part, up_first, down_first, n))
+            else:
+                self._txn_syncs.extend(
+                    (part, up, msg.offset(), 1) for up, msg in zip(ups, acks, strict=True)
+                )
+        else:
+            part.acked = up_last
+            st.position = up_last + 1
+            self._dirty.add(part.key)
+            if self.s.emit_offset_syncs:
+                self._record_syncs(part, ups, acks, contiguous)
+        acks.clear()
+        return True
+
+    def _record_syncs(self, part: _Part, ups: list[int], acks: list[Any], contiguous: bool) -> None:
+        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
+        # burst of acknowledgements could replace one before it was written and lose precision.
+        if contiguous:
+            self.emitter.record_run(
+                part.tp, ups[0], acks[0].offset(), len(ups), on_due=self._send_offset_syncs
+            )
+            return
+        record = self.emitter.record
+        for up, msg in zip(ups, acks, strict=True):
+            if record(part.tp, up, msg.offset()):
+                self._send_offset_syncs()
+
+    def _acked_one_by_one(self, part: _Part, ups: list[int]) -> bool:
+        """The careful path: a report carries an error, or an earlier record was refused."""
+        acks = part.acks[:]
+        part.acks.clear()
+        part.failed = False
+        succeeded = False
+        st = part.stats
+        for upstream, msg in zip(ups, acks, strict=True):
+            err = msg.error()
+            if err is not None:
+                if part.blocked_at is None or upstream < part.blocked_at:
+                    part.blocked_at = upstream
+                self._park(
+                    part,
+                    upstream,
+                    f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by "
+                    f"{self.s.target} ({msg.topic()}): {err.str()}",
+                    from_delivery=True,
+                )
+                continue
+            if part.blocked_at is not None and upstream >= part.blocked_at:
+                continue  # a later record succeeded after an earlier one failed: re-sent later
+            succeeded = True
+            st.record_count += 1
             if self.s.exactly_once:
-                part.txn_last = offset
-        if newest:
-            now_ms = time.time() * 1000.0
-            for p, newest_ts in newest.items():
-                p.stats.age.record(now_ms - newest_ts)  # record-age-ms, sampled once per batch
+                self._txn_syncs.append((part, upstream, msg.offset(), 1))
+                continue
+            part.acked = upstream
+            st.position = upstream + 1
+            self._dirty.add(part.key)
+            if self.s.emit_offset_syncs and self.emitter.record(part.tp, upstream, msg.offset()):
+                self._send_offset_syncs()
+        last = ups[-1] if ups else -1
+        while part.marks and part.marks[0][0] <= last:
+            part.marks.popleft()
+        return succeeded
 
     def _client_error(self, side: str, alias: str) -> Any:
         """librdkafka's client-level errors (all brokers down, authentication...) go into the
@@ -361,42 +569,6 @@ class Copier:
             log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
 
         return on_error
-
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None and "target" in self._degraded:
-            self._degraded.discard("target")
-            self.stats.set_error("target", None)
-        q = self._inflight.get((msg.topic(), msg.partition()))
-        if not q:
-            return
-        part, upstream, ts = q.popleft()
-        if err is not None:
-            if part.blocked_at is None or upstream < part.blocked_at:
-                part.blocked_at = upstream
-            self._park(
-                part,
-                upstream,
-                f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by {self.s.target} "
-                f"({msg.topic()}): {err.str()}",
-                from_delivery=True,
-            )
-            return
-        if part.blocked_at is not None and upstream >= part.blocked_at:
-            return  # a later record succeeded after an earlier one failed: it will be re-sent
-        st = part.stats
-        st.record_count += 1
-        if ts > 0:
-            st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
-        if self.s.exactly_once:
-            self._txn_syncs.append((part, upstream, msg.offset()))
-            return
-        part.acked = upstream
-        st.position = upstream + 1
-        self._dirty.add(part.key)
-        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
-        # burst of acknowledgements could replace one before it was written and lose precision.
-        if self.s.emit_offset_syncs and self.emitter.record(part.tp, upstream, msg.offset()):
-            self._send_offset_syncs()
 
     # -- subscription and assignment -------------------------------------------------------------
 
@@ -439,7 +611,7 @@ class Copier:
                 else self.s.policy.format_remote_topic(self.s.source, ktp.topic)
             )
             stats = self.stats.partition(ktp.topic, ktp.partition, remote)
-            part = _Part(key, remote, stats)
+            part = _Part(key, remote, stats, self._ready.append)
             part.max_bytes = rt.max_message_bytes if rt is not None else None
             last = self.positions.last_replicated(*key)
             part.acked = last
@@ -499,8 +671,8 @@ class Copier:
             if self._txn_open:
                 self._commit_transaction()
             return
-        remaining = self._producer.flush(self.s.admin_timeout_s if (only or final) else 0)
-        del remaining
+        self._producer.flush(self.s.admin_timeout_s if (only or final) else 0)
+        self._drain_acks()
         keys = self._dirty if only is None else (self._dirty & only)
         records = []
         for key in list(keys):
@@ -508,8 +680,7 @@ class Copier:
             if part is not None and part.acked is not None:
                 records.append((key[0], key[1], part.acked))
             self._dirty.discard(key)
-        for partition, k, v in self.positions.records(records):
-            self._producer.produce(self.positions.topic, v, k, partition)
+        self._produce_positions(records)
         for topic, partition, offset in records:
             self.positions.remember(topic, partition, offset)
         if records and (only or final):
@@ -518,13 +689,41 @@ class Copier:
         self._send_offset_syncs()
         self._last_flush = time.monotonic()
 
+    def _produce_positions(self, positions: list[tuple[str, int, int]]) -> None:
+        """Queue position records; a refused one marks its partition dirty again (so the next
+        flush retries it) instead of disappearing."""
+        encoded = self.positions.records(positions)
+        for (topic, partition, _), (target_partition, k, v) in zip(positions, encoded, strict=True):
+            self._producer.produce(
+                self.positions.topic,
+                v,
+                k,
+                target_partition,
+                on_delivery=self._position_report((topic, partition)),
+            )
+
+    def _position_report(self, key: tuple[str, int]) -> Callable[[KafkaError | None, Any], None]:
+        def done(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                log.warning(
+                    "flow %s: position of %s-%d not written to %s: %s",
+                    self.s.name,
+                    key[0],
+                    key[1],
+                    self.positions.topic,
+                    err.str(),
+                )
+                if key in self._parts:
+                    self._dirty.add(key)
+
+        return done
+
     def _commit_transaction(self) -> None:
         producer = self._producer
         records = [
             (p.key[0], p.key[1], p.txn_last) for p in self._parts.values() if p.txn_last is not None
         ]
-        for partition, k, v in self.positions.records(records):
-            producer.produce(self.positions.topic, v, k, partition)
+        self._produce_positions(records)
         try:
             producer.commit_transaction(self.s.admin_timeout_s)
         except KafkaException as exc:
@@ -542,10 +741,13 @@ class Copier:
                 part.acked = part.txn_last
                 part.stats.position = part.txn_last + 1
                 part.txn_last = None
+        self._drain_acks()  # the commit served the transaction's last delivery reports
         if self.s.emit_offset_syncs:
-            for part, up, down in self._txn_syncs:
-                if part.key in self._parts and self.emitter.record(part.tp, up, down):
-                    self._send_offset_syncs()
+            for part, up, down, count in self._txn_syncs:
+                if self._parts.get(part.key) is part:
+                    self.emitter.record_run(
+                        part.tp, up, down, count, on_due=self._send_offset_syncs
+                    )
         self._txn_syncs.clear()
         if time.monotonic() - self._last_flush >= self.s.flush_interval_s:
             self.emitter.promote_delayed()
@@ -566,8 +768,9 @@ class Copier:
                     self._seek(part, OFFSET_BEGINNING)
                 else:
                     self._seek(part, start)
-            for q in self._inflight.values():
-                q.clear()
+            for part in self._parts.values():
+                part.clear_inflight()
+            self._ready.clear()
 
     # -- failures --------------------------------------------------------------------------------
 
@@ -606,8 +809,7 @@ class Copier:
     def _retry_parked(self, now: float) -> None:
         for part in self._parts.values():
             if part.parked_until and now >= part.parked_until:
-                q = self._inflight.get((part.remote, part.key[1]))
-                if q:
+                if part.outstanding:
                     continue  # wait for outstanding delivery reports of this partition
                 rt = self._remote_of.get(part.key[0])
                 if rt is not None and part.key[1] >= rt.partitions:
@@ -700,7 +902,7 @@ class Copier:
         the consumer's position for partitions with nothing in flight (it moves past
         transaction markers and compacted gaps, which no record acknowledgement covers)."""
         parts = [p for p in self._parts.values() if not p.parked_until and p.blocked_at is None]
-        idle = [p for p in parts if not self._inflight.get((p.remote, p.key[1]))]
+        idle = [p for p in parts if not p.outstanding]
         try:
             consumed = self._consumer.position([KafkaTopicPartition(*p.key) for p in idle])
         except KafkaException:

@@ -455,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny smoke run (not for results)")
     p.add_argument("--contenders", default=",".join((*REPLICATORS, stats.PLAIN_PRODUCER)))
     p.add_argument("--no-scenarios", action="store_true")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure the warm contenders' throughput this many times, interleaved (the tables "
+        "show the median); Spark jobs run once",
+    )
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument(
         "--profile", action="store_true", help="py-spy the mirrorlib process (skews its figures)"
@@ -521,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     machine["other_processes_start"] = other_processes()
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
+    raw_rows: list[dict[str, Any]] = []
     scenarios: list[dict[str, Any]] = []
     contender_settings: dict[str, Any] = {}
     log(f"run {run_id}, work dir {work}, matrix {matrix}")
@@ -530,24 +538,34 @@ def main(argv: list[str] | None = None) -> int:
             kio.create_topics(c.bootstrap_servers, {f"{run_id}-jit": 4})
             kio.producer_performance(work, c.bootstrap_servers, f"{run_id}-jit", 100_000, 1024)
         if not args.no_throughput:
-            for k, cid in enumerate(wanted):
-                if cid == stats.PLAIN_PRODUCER:
-                    rows += producer_ceiling(a, b, f"bench-{run_id}-{k}-", matrix, work)
-                    continue
-                con = make(cid, k, work)
-                if isinstance(con, contenders.Spark):
-                    log(f"throughput: {cid} (a backfill job per cell)")
-                    rows += spark_throughput_phase(
-                        con, a, b, f"bench-{run_id}-{k}-", matrix, work, notes
-                    )
+            # Warm contenders run in rounds, each round in a rotated order, so that a slow or a
+            # fast spell of the machine does not land on one contender; Spark jobs run once.
+            warm = [c for c in wanted if c not in stats.SPARKS]
+            for rnd in range(max(args.rounds, 1)):
+                order = warm[rnd % len(warm) :] + warm[: rnd % len(warm)] if warm else []
+                if rnd == 0:
+                    order += [c for c in wanted if c in stats.SPARKS]
+                for cid in order:
+                    k = wanted.index(cid) + 100 * rnd
+                    prefix = f"bench-{run_id}-{k}-"
+                    if cid == stats.PLAIN_PRODUCER:
+                        got = producer_ceiling(a, b, prefix, matrix, work)
+                        raw_rows += [dict(r, round=rnd) for r in got]
+                        continue
+                    con = make(cid, k, work)
+                    if isinstance(con, contenders.Spark):
+                        log(f"throughput: {cid} (a backfill job per cell)")
+                        raw_rows += spark_throughput_phase(con, a, b, prefix, matrix, work, notes)
+                        contender_settings[cid] = con.settings
+                        continue
+                    log(f"throughput: {cid} (round {rnd + 1} of {args.rounds})")
+                    got = throughput_phase(
+                        con, a, b, prefix, matrix, work,
+                        profile=args.profile and cid == stats.MIRRORLIB and rnd == 0,
+                    )  # fmt: skip
+                    raw_rows += [dict(r, round=rnd) for r in got]
                     contender_settings[cid] = con.settings
-                    continue
-                log(f"throughput: {cid}")
-                rows += throughput_phase(
-                    con, a, b, f"bench-{run_id}-{k}-", matrix, work,
-                    profile=args.profile and cid == stats.MIRRORLIB,
-                )  # fmt: skip
-                contender_settings[cid] = con.settings
+            rows = stats.combine_rounds(raw_rows)
         if not args.no_scenarios:
             for k, cid in enumerate(wanted):
                 if cid == stats.PLAIN_PRODUCER:
@@ -604,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         "broker_jvm": "-Xms1g -Xmx1g, G1, C1+C2 (no TieredStopAtLevel)",
     }
     settings["mirrorlib_contender_commit"] = rev
+    settings["rounds"] = args.rounds
+    settings["throughput_rounds"] = raw_rows
     doc = stats.document(
         machine=machine, versions=versions(rev), settings=settings, throughput_rows=rows,
         scenarios=scenarios, notes=notes,

@@ -116,6 +116,30 @@ def throughput(
     return out
 
 
+def combine_rounds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (contender, record size, partitions) from measurements repeated in rounds:
+    the median round by throughput (its time, rate and MB/s), the median CPU per record of all
+    rounds, the largest peak RSS, and every round's rate in ``rounds_records_per_s``. Rows that
+    were measured once pass through with ``rounds`` = 1."""
+    groups: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["contender"], r["record_size"], r["partitions"]), []).append(r)
+    out = []
+    for group in groups.values():
+        by_rate = sorted(group, key=lambda r: r["records_per_s"])
+        row = dict(by_rate[(len(by_rate) - 1) // 2])  # the lower median: an actual round
+        row.pop("round", None)
+        cpus = [r["cpu_s_per_million"] for r in group if r.get("cpu_s_per_million") is not None]
+        rss = [r["peak_rss_mb"] for r in group if r.get("peak_rss_mb") is not None]
+        row["cpu_s_per_million"] = round(percentile(cpus, 50), 2) if cpus else None
+        row["peak_rss_mb"] = max(rss) if rss else None
+        row["rounds"] = len(group)
+        row["rounds_records_per_s"] = [r["records_per_s"] for r in group]
+        row["rounds_cpu_s_per_million"] = [r.get("cpu_s_per_million") for r in group]
+        out.append(row)
+    return out
+
+
 def spark_throughput(
     contender: str,
     *,
@@ -319,6 +343,7 @@ def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
             "MB/s",
             "CPU-s / M records",
             "peak RSS MB",
+            "rounds: records/s (CPU-s / M)",
         ],
         (
             [
@@ -329,9 +354,21 @@ def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
                 r["mb_per_s"],
                 r.get("cpu_s_per_million"),
                 r.get("peak_rss_mb"),
+                _rounds(r),
             ]
             for r in ordered
         ),
+    )
+
+
+def _rounds(row: Mapping[str, Any]) -> str:
+    rates = row.get("rounds_records_per_s") or []
+    cpus = row.get("rounds_cpu_s_per_million") or [None] * len(rates)
+    if len(rates) < 2:
+        return "one run"
+    return ", ".join(
+        f"{rate:,.0f} ({'n/a' if cpu is None else f'{cpu:g}'})"
+        for rate, cpu in zip(rates, cpus, strict=True)
     )
 
 

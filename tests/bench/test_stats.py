@@ -218,3 +218,25 @@ def test_scenario_rows_that_did_not_run_say_why():
         )
         == []
     )
+
+
+def test_combine_rounds_takes_the_median_round_and_keeps_every_round() -> None:
+    rows = [
+        {**stats.throughput("mirrorlib", record_size=1024, partitions=1, records=100,
+                            seconds=s, cpu_s=c, peak_rss_mb=m), "round": i}
+        for i, (s, c, m) in enumerate([(1.0, 0.5, 100.0), (4.0, 0.2, 90.0), (2.0, 0.4, 120.0)])
+    ]  # fmt: skip
+    rows.append(
+        stats.throughput("mm2", record_size=1024, partitions=1, records=100, seconds=1.0,
+                         cpu_s=None, peak_rss_mb=None)
+    )  # fmt: skip
+    combined = {r["contender"]: r for r in stats.combine_rounds(rows)}
+    ml = combined["mirrorlib"]
+    assert ml["records_per_s"] == 50.0 and ml["seconds"] == 2.0  # the median round
+    assert ml["cpu_s_per_million"] == 4000.0  # median of 5000, 2000, 4000 CPU-s per M
+    assert ml["peak_rss_mb"] == 120.0 and ml["rounds"] == 3
+    assert ml["rounds_records_per_s"] == [100.0, 25.0, 50.0]
+    assert "round" not in ml
+    assert combined["mm2"]["rounds"] == 1 and combined["mm2"]["cpu_s_per_million"] is None
+    table = stats.throughput_table(list(combined.values()))
+    assert "100 (5000), 25 (2000), 50 (4000)" in table and "one run" in table

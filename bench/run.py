@@ -431,6 +431,8 @@ def markdown(doc: dict[str, Any], png: str) -> str:
         f"confluent-kafka {v['confluent_kafka']} / librdkafka {v['librdkafka']}.",
         f"* Matrix: {', '.join(f'{n:,} x {stats.size_label(sz)}' for sz, n in s['sizes'])}; "
         f"partitions {', '.join(map(str, s['partitions']))}. Scenario: {s['scenario']}.",
+        f"* Rounds: {s.get('rounds', 1)} per warm contender, rotated order, median per cell "
+        "(Spark jobs once).",
         "",
         "### Ratios (mirrorlib ÷ other; throughput > 1 = mirrorlib faster, CPU < 1 = mirrorlib cheaper)",
         "",

@@ -122,6 +122,12 @@ def versions(rev: str) -> dict[str, Any]:
 # -- throughput -----------------------------------------------------------------------------------
 
 
+def drop_topics(a: Any, b: Any, prefix: str) -> None:
+    """Delete a contender's (or the warm-up's) topics: ``prefix...`` on A, their copies on B."""
+    kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
+    kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+
+
 def warm_brokers(a: Any, b: Any, prefix: str, work: Path) -> None:
     """Copy a discarded data set from A to B with the bare loop before anything is measured.
 
@@ -146,8 +152,7 @@ def warm_brokers(a: Any, b: Any, prefix: str, work: Path) -> None:
     finally:
         ob.close()
         loop.stop()
-        kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
-        kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+        drop_topics(a, b, prefix)
     log(f"brokers warmed: {n:,} x 100 B and {n // 4:,} x 1 KiB copied A -> B and discarded")
 
 
@@ -233,8 +238,7 @@ def throughput_phase(
         mon.close()
         ob.close()
         contender.stop()
-        kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
-        kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+        drop_topics(a, b, prefix)
     return rows
 
 
@@ -270,8 +274,7 @@ def spark_throughput_phase(
     finally:
         ob.close()
         contender.stop()
-        kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
-        kio.delete_topics(b.bootstrap_servers, ".*" + re.escape(prefix) + ".*")
+        drop_topics(a, b, prefix)
     return rows
 
 

@@ -211,3 +211,14 @@ def test_exactly_once_collects_runs_for_the_commit() -> None:
     copier._drain_acks()
     assert copier._txn_syncs == [(part, 0, 0, 5)]
     assert part.acked is None  # positions move only when the transaction commits
+
+
+def test_record_producer_is_idempotent_and_keeps_the_users_tuning() -> None:
+    copier, _, _, _ = make_copier(
+        **{"B.producer.linger.ms": "50", "B.producer.acks": "1", "B.producer.batch.size": "16384"}
+    )
+    conf = copier.s.record_producer(linger_ms=5, on_delivery=print)
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"  # never weakened
+    assert str(conf["linger.ms"]) == "50" and str(conf["batch.size"]) == "16384"
+    assert conf["queue.buffering.max.messages"] == 500_000 and conf["on_delivery"] is print
+    assert "on_delivery" not in copier.s.record_producer(linger_ms=5)

@@ -211,18 +211,7 @@ class Copier:
             cconf["isolation.level"] = "read_committed"
         else:
             cconf.setdefault("isolation.level", "read_uncommitted")
-        pconf: dict[str, Any] = dict(s.target_producer)
-        pconf.update(
-            {
-                "enable.idempotence": True,
-                "acks": "all",
-                "error_cb": self._client_error("target", s.target),
-            }
-        )
-        pconf.setdefault("linger.ms", 5)
-        pconf.setdefault("batch.size", 1_000_000)
-        pconf.setdefault("queue.buffering.max.messages", 500_000)
-        pconf.setdefault("queue.buffering.max.kbytes", 1_048_576)
+        pconf = s.record_producer(linger_ms=5, error_cb=self._client_error("target", s.target))
         if s.exactly_once:
             pconf["transactional.id"] = s.transactional_id
         self._producer = Producer(client_conf(pconf))

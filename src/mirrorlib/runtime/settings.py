@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -74,6 +74,19 @@ class FlowSettings:
     data_loss_action: Literal["fail", "continue"]
     admin_timeout_s: float
     consume_batch: int = 10_000
+
+    def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:
+        """librdkafka configuration of the producer that writes replicated records to the
+        target: idempotent with ``acks=all`` (always), throughput-sized batches and queues unless
+        the configuration sets them, then ``overrides`` (callbacks, transactional id)."""
+        conf: dict[str, Any] = dict(self.target_producer)
+        conf.update({"enable.idempotence": True, "acks": "all"})
+        conf.setdefault("linger.ms", linger_ms)
+        conf.setdefault("batch.size", 1_000_000)
+        conf.setdefault("queue.buffering.max.messages", 500_000)
+        conf.setdefault("queue.buffering.max.kbytes", 1_048_576)
+        conf.update(overrides)
+        return conf
 
     @property
     def name(self) -> str:

@@ -378,18 +378,7 @@ class _Writer:
         self.remotes: dict[str, str] = {}
         self.failures: list[str] = []
         self.blocked: set[TP] = set()
-        pconf: dict[str, Any] = dict(s.target_producer)
-        pconf.update(
-            {
-                "enable.idempotence": True,
-                "acks": "all",
-                "on_delivery": self._delivered,
-            }
-        )
-        pconf.setdefault("linger.ms", 20)
-        pconf.setdefault("batch.size", 1_000_000)
-        pconf.setdefault("queue.buffering.max.messages", 500_000)
-        pconf.setdefault("queue.buffering.max.kbytes", 1_048_576)
+        pconf = s.record_producer(linger_ms=20, on_delivery=self._delivered)
         self.producer = Producer(client_conf(pconf))
         self.syncs: OffsetSyncWriter | None = None
         if s.emit_offset_syncs:

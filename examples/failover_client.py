@@ -4,7 +4,7 @@ The application consumes ``orders`` on the primary cluster with consumer group `
 the primary is lost, the operator (or the application itself) moves the group to the standby:
 
 1. stop consuming on the primary (the group must not be active there);
-2. ``mirrorlib.failover.failover(config, "billing", "primary", "standby")`` — or the command
+2. ``mirrorlib.runtime.failover.failover(config, "billing", "primary", "standby")`` — or the command
    ``mirrorlib failover --group billing --from primary --to standby mm2.properties`` — commits the
    translated offsets on the standby (never rewinding the group there);
 3. consume the remote topic ``primary.orders`` on the standby with the same group id: the consumer
@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from mirrorlib import MirrorConfig
-from mirrorlib.failover import FailoverRefusedError, failover
+from mirrorlib.runtime.failover import FailoverRefusedError, failover
 
 
 def resume_on(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mirrorlib._docs import BEGIN, END, migration_markdown
+from mirrorlib.cli.docs_gen import BEGIN, END, migration_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -14,9 +14,9 @@ def test_migration_page_lists_every_key_from_the_registry() -> None:
     text = (ROOT / "docs" / "migrating-from-mm2.md").read_text(encoding="utf-8")
     block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
     assert block == migration_markdown(), (
-        "docs/migrating-from-mm2.md is out of date: run `python -m mirrorlib._docs`"
+        "docs/migrating-from-mm2.md is out of date: run `python -m mirrorlib.cli.docs_gen`"
     )
-    from mirrorlib.config.keys import KEYS
+    from mirrorlib.core.config.keys import KEYS
 
     for name in KEYS:
         assert f"| `{name}` |" in block

@@ -57,14 +57,14 @@ def test_py_typed_ships() -> None:
 
 PURE_CORE = [
     "mirrorlib.errors",
-    "mirrorlib.policy",
-    "mirrorlib.records",
-    "mirrorlib.translate",
-    "mirrorlib.syncs",
-    "mirrorlib.connect_offsets",
-    "mirrorlib.checkpointing",
-    "mirrorlib.config",
-    "mirrorlib.plans",
+    "mirrorlib.core.policy",
+    "mirrorlib.core.records",
+    "mirrorlib.core.translate",
+    "mirrorlib.core.syncs",
+    "mirrorlib.core.connect_offsets",
+    "mirrorlib.core.checkpointing",
+    "mirrorlib.core.config",
+    "mirrorlib.core.plans",
     "mirrorlib",
 ]
 

@@ -2,7 +2,7 @@
 
 The pure core (policies, records, offset translation, configuration) imports no Kafka client;
 the runtime names (:class:`Replicator`, :class:`MirrorClient`, :func:`translate_offsets`) are
-loaded on first use, so ``import mirrorlib.policy`` stays light.
+loaded on first use, so ``import mirrorlib.core.policy`` stays light.
 """
 
 from __future__ import annotations
@@ -10,19 +10,25 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mirrorlib.config import FlowConfig, MirrorConfig
-from mirrorlib.errors import ClusterError, CodecError, ConfigError, MirrorError
-from mirrorlib.policy import (
+from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,
 )
-from mirrorlib.records import Checkpoint, Heartbeat, OffsetAndMetadata, OffsetSync, TopicPartition
-from mirrorlib.translate import OffsetTranslator
+from mirrorlib.core.records import (
+    Checkpoint,
+    Heartbeat,
+    OffsetAndMetadata,
+    OffsetSync,
+    TopicPartition,
+)
+from mirrorlib.core.translate import OffsetTranslator
+from mirrorlib.errors import ClusterError, CodecError, ConfigError, MirrorError
 
 if TYPE_CHECKING:
-    from mirrorlib.client import MirrorClient, translate_offsets
-    from mirrorlib.replicator import Replicator
+    from mirrorlib.kafka.client import MirrorClient, translate_offsets
+    from mirrorlib.runtime.replicator import Replicator
 
 __version__ = "0.1.0"
 
@@ -48,9 +54,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "MirrorClient": "mirrorlib.client",
-    "Replicator": "mirrorlib.replicator",
-    "translate_offsets": "mirrorlib.client",
+    "MirrorClient": "mirrorlib.kafka.client",
+    "Replicator": "mirrorlib.runtime.replicator",
+    "translate_offsets": "mirrorlib.kafka.client",
 }
 
 

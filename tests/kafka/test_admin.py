@@ -12,9 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mirrorlib.errors import ClusterError, KafkaRequestError, PlanApplyError
-from mirrorlib.kafka.admin import ClusterAdmin
-from mirrorlib.plans import (
+from mirrorlib.core.plans import (
     ConfigOp,
     ConfigPlan,
     ConfigValue,
@@ -27,7 +25,9 @@ from mirrorlib.plans import (
     plan_topic_configs,
     plan_topics,
 )
-from mirrorlib.policy import DefaultReplicationPolicy
+from mirrorlib.core.policy import DefaultReplicationPolicy
+from mirrorlib.errors import ClusterError, KafkaRequestError, PlanApplyError
+from mirrorlib.kafka.admin import ClusterAdmin
 from tests.kafka._util import eventually, unique
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Converters between confluent_kafka admin objects and mirrorlib.plans values (no broker)."""
+"""Converters between confluent_kafka admin objects and mirrorlib.core.plans values (no broker)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorlib.core.plans import AclRule, ConfigValue
 from mirrorlib.errors import (
     ClusterTimeoutError,
     KafkaRequestError,
@@ -20,7 +21,6 @@ from mirrorlib.errors import (
     TopicAuthorizationError,
 )
 from mirrorlib.kafka.admin import from_acl_binding, from_config_entry, kafka_error, to_acl_binding
-from mirrorlib.plans import AclRule, ConfigValue
 
 
 def test_config_entry_sources_as_ints_or_enums() -> None:

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from mirrorlib import Replicator
-from mirrorlib.prometheus import start_http_server
+from mirrorlib.runtime.prometheus import start_http_server
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import config, produce, wait_for
 from tests.runtime.test_replicator import replicated

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorlib import Heartbeat, Replicator
-from mirrorlib.client import MirrorClient
+from mirrorlib.kafka.client import MirrorClient
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import config, decoded, produce, read_all, wait_for
 from tests.runtime.test_replicator import replicated

@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import CodecError, MirrorConfig, OffsetSync, translate_offsets
-from mirrorlib.syncs import lineage_from_headers
+from mirrorlib.core.syncs import lineage_from_headers
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import (
     commit_group,

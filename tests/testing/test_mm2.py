@@ -18,11 +18,11 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from mirrorlib.client import MirrorClient, translate_offsets
-from mirrorlib.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.core.records import Heartbeat, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.errors import TestClusterError
+from mirrorlib.kafka.client import MirrorClient, translate_offsets
 from mirrorlib.kafka.topiclog import TopicLog
-from mirrorlib.records import Heartbeat, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.testing.cluster import BaseCluster
 from mirrorlib.testing.mm2 import (
     MM2_LOG4J2_PROPERTIES,

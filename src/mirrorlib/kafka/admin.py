@@ -1,8 +1,8 @@
 """Snapshot a cluster and apply plans to it with confluent-kafka's ``AdminClient``.
 
-:class:`ClusterAdmin` is the I/O edge of :mod:`mirrorlib.plans`: it turns what a cluster says
+:class:`ClusterAdmin` is the I/O edge of :mod:`mirrorlib.core.plans`: it turns what a cluster says
 (topics, partition counts, described configs, ACL bindings) into the pure snapshot values, and
-carries out a :class:`~mirrorlib.plans.Plan` (create topics, grow partitions, incrementally alter
+carries out a :class:`~mirrorlib.core.plans.Plan` (create topics, grow partitions, incrementally alter
 configs, create ACLs). It also creates MM2's single-partition compacted internal topics.
 
 Every call has a timeout (the wrapper's ``timeout`` unless given). Kafka errors become
@@ -51,18 +51,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType as CkResourceType,
 )
 
-from mirrorlib.errors import (
-    AuthorizationError,
-    ClusterAuthorizationError,
-    ClusterTimeoutError,
-    KafkaRequestError,
-    PlanApplyError,
-    SecurityDisabledError,
-    TopicAuthorizationError,
-    UnsupportedVersionError,
-)
-from mirrorlib.kafka import client_conf
-from mirrorlib.plans import (
+from mirrorlib.core.plans import (
     AclOperation,
     AclPermission,
     AclRule,
@@ -77,6 +66,17 @@ from mirrorlib.plans import (
     Step,
     TopicSnapshot,
 )
+from mirrorlib.errors import (
+    AuthorizationError,
+    ClusterAuthorizationError,
+    ClusterTimeoutError,
+    KafkaRequestError,
+    PlanApplyError,
+    SecurityDisabledError,
+    TopicAuthorizationError,
+    UnsupportedVersionError,
+)
+from mirrorlib.kafka import client_conf
 
 __all__ = [
     "KAFKA_INTERNAL_TOPICS",
@@ -177,7 +177,7 @@ def _config_source_name(source: Any) -> str:
 
 
 def from_config_entry(entry: Any) -> ConfigValue:
-    """A :class:`~mirrorlib.plans.ConfigValue` from a ``confluent_kafka.admin.ConfigEntry``."""
+    """A :class:`~mirrorlib.core.plans.ConfigValue` from a ``confluent_kafka.admin.ConfigEntry``."""
     source = _config_source_name(entry.source)
     return ConfigValue(
         entry.value,
@@ -193,7 +193,7 @@ def _enum_name(value: Any) -> str:
 
 
 def from_acl_binding(binding: Any) -> AclRule:
-    """An :class:`~mirrorlib.plans.AclRule` from a ``confluent_kafka.admin.AclBinding``."""
+    """An :class:`~mirrorlib.core.plans.AclRule` from a ``confluent_kafka.admin.AclBinding``."""
     restype = _enum_name(binding.restype)
     restype = _CK_RESOURCE_NAMES.get(restype, restype)
 
@@ -215,7 +215,7 @@ def from_acl_binding(binding: Any) -> AclRule:
 
 
 def to_acl_binding(rule: AclRule) -> Any:
-    """A ``confluent_kafka.admin.AclBinding`` for an :class:`~mirrorlib.plans.AclRule`."""
+    """A ``confluent_kafka.admin.AclBinding`` for an :class:`~mirrorlib.core.plans.AclRule`."""
     restype = _RESOURCE_CK_NAMES.get(rule.resource_type.value, rule.resource_type.value)
     return AclBinding(
         CkResourceType[restype],
@@ -384,7 +384,7 @@ class ClusterAdmin:
     def describe_configs(
         self, topics: Iterable[str], *, timeout: float | None = None
     ) -> dict[str, dict[str, ConfigValue]]:
-        """Topic → config name → :class:`~mirrorlib.plans.ConfigValue` (every entry Kafka
+        """Topic → config name → :class:`~mirrorlib.core.plans.ConfigValue` (every entry Kafka
         describes). Topics that no longer exist are left out."""
         names = sorted(set(topics))
         if not names:
@@ -415,7 +415,7 @@ class ClusterAdmin:
         configs: bool = True,
         timeout: float | None = None,
     ) -> dict[str, TopicSnapshot]:
-        """Topic → :class:`~mirrorlib.plans.TopicSnapshot` for ``topics`` (default: every
+        """Topic → :class:`~mirrorlib.core.plans.TopicSnapshot` for ``topics`` (default: every
         listed topic), with described configs unless ``configs=False``. Topics that do not
         exist are left out."""
         counts = self.list_topics(timeout=timeout)
@@ -428,7 +428,7 @@ class ClusterAdmin:
         }
 
     def describe_acls(self, *, timeout: float | None = None) -> list[AclRule] | None:
-        """Every topic ACL binding (any pattern type) as :class:`~mirrorlib.plans.AclRule`.
+        """Every topic ACL binding (any pattern type) as :class:`~mirrorlib.core.plans.AclRule`.
 
         Returns ``None`` when the cluster has no authorizer (``SECURITY_DISABLED``): the
         first time this is logged at INFO with a hint to disable ACL sync, later at DEBUG

@@ -15,9 +15,9 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka import client_conf
-from mirrorlib.records import OffsetAndMetadata, TopicPartition
 
 __all__ = ["GroupAdmin", "GroupState"]
 

@@ -3,8 +3,8 @@
 Used by the embedded copier and by the Spark executors alike, so both engines write syncs the
 same way: to partition 0 of the offset-syncs topic with an idempotent producer of their own
 (``acks=all``, a few milliseconds of linger), each with the lineage header that lets
-:class:`~mirrorlib.translate.OffsetTranslator` translate exactly. A sync that cannot be queued
-or written is reported to the emitter (:meth:`~mirrorlib.syncs.OffsetSyncEmitter.mark_failed`),
+:class:`~mirrorlib.core.translate.OffsetTranslator` translate exactly. A sync that cannot be queued
+or written is reported to the emitter (:meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.mark_failed`),
 so readers never bridge the hole it leaves.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
 from mirrorlib.kafka import client_conf
-from mirrorlib.syncs import EmittedSync, OffsetSyncEmitter
 
 __all__ = ["OffsetSyncWriter"]
 

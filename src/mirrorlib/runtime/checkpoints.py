@@ -2,8 +2,8 @@
 
 Every ``emit.checkpoints.interval.seconds`` the committed offsets of each consumer group on A
 that passes the group filter are translated to B's offsets with an
-:class:`~mirrorlib.translate.OffsetTranslator` fed from the offset-syncs topic, and written as
-:class:`~mirrorlib.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Existing
+:class:`~mirrorlib.core.translate.OffsetTranslator` fed from the offset-syncs topic, and written as
+:class:`~mirrorlib.core.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Existing
 checkpoints are loaded first, so a restarted replicator never moves a checkpoint backwards
 (except after an upstream rewind of the group, as in MM2). With ``sync.group.offsets.enabled``
 the translated offsets are also committed to the group on B while it has no active members
@@ -19,21 +19,21 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from mirrorlib.checkpointing import (
+from mirrorlib.core.checkpointing import (
     CheckpointStore,
     checkpoints_for_group,
     group_offsets_to_sync,
     rename_topic,
 )
+from mirrorlib.core.records import Checkpoint, OffsetSync
+from mirrorlib.core.syncs import lineage_from_headers
+from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import CodecError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.groups import GroupAdmin, GroupState
 from mirrorlib.kafka.topiclog import TopicLog
-from mirrorlib.records import Checkpoint, OffsetSync
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.runtime.status import StatsRegistry
-from mirrorlib.syncs import lineage_from_headers
-from mirrorlib.translate import OffsetTranslator
 
 __all__ = ["CheckpointTask"]
 

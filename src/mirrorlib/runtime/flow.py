@@ -7,12 +7,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from mirrorlib.kafka.copier import Copier
+from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.catalog import TopicCatalog
 from mirrorlib.runtime.checkpoints import CheckpointTask
-from mirrorlib.runtime.copier import Copier
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
-from mirrorlib.runtime.positions import PositionStore
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.runtime.status import FlowState, StatsRegistry
 

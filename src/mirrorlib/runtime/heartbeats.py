@@ -1,6 +1,6 @@
 """Heartbeats for a pair A->B (MM2's MirrorHeartbeatConnector/Task).
 
-Every ``emit.heartbeats.interval.seconds`` a :class:`~mirrorlib.records.Heartbeat` ``(A, B, now)``
+Every ``emit.heartbeats.interval.seconds`` a :class:`~mirrorlib.core.records.Heartbeat` ``(A, B, now)``
 is written to ``heartbeats`` on B, partition 0, with the record timestamp equal to the value's.
 Replicated onward as ``B.heartbeats``, ``C.B.heartbeats`` …, they let clients trace which
 clusters are upstream and how many hops away, and measure end-to-end replication latency.
@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from mirrorlib.core.records import Heartbeat
 from mirrorlib.kafka import client_conf
-from mirrorlib.records import Heartbeat
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.runtime.status import StatsRegistry
 

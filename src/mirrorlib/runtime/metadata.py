@@ -6,7 +6,7 @@ offset-syncs topic on its configured cluster. Then, every ``refresh.topics.inter
 (first run immediately), source topics are discovered through the flow's filters and remote
 topics are created with the source's partition count and configs, and grown when the source
 grows — never shrunk or deleted. Topic configs and ACLs are synced on their own intervals,
-as computed by :mod:`mirrorlib.plans`.
+as computed by :mod:`mirrorlib.core.plans`.
 
 Replication factors larger than the target's broker count are lowered to the broker count with
 a warning (MM2 fails instead), so single-broker development clusters work with MM2's defaults.
@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 
+from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka.admin import ClusterAdmin
-from mirrorlib.plans import plan_acls, plan_topic_configs, plan_topics
 from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.runtime.settings import FlowSettings
 from mirrorlib.runtime.status import StatsRegistry

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
-from mirrorlib.config import FlowConfig, MirrorConfig
-from mirrorlib.policy import ReplicationPolicy
+from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.policy import ReplicationPolicy
 
 __all__ = ["FlowSettings"]
 

@@ -36,7 +36,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from mirrorlib.config import FlowConfig, MirrorConfig
+from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.catalog import TopicCatalog
 from mirrorlib.runtime.checkpoints import CheckpointTask

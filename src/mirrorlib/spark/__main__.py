@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from mirrorlib.config import MirrorConfig
+from mirrorlib.core.config import MirrorConfig
 from mirrorlib.errors import ConfigError
 from mirrorlib.spark import DEFAULT_MAX_RECORDS_PER_BATCH, SparkReplicator
 

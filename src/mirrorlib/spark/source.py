@@ -54,15 +54,15 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1: one batch per trigger, 
         pass
 
 
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.spark import plan
-from mirrorlib.spark.kafka_io import (
+from mirrorlib.kafka.ranges import (
     SCHEMA_DDL,
     SourceView,
     WriteResult,
     read_ranges,
     write_batches,
 )
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.spark import plan
 
 __all__ = [
     "MirrorCommitMessage",
@@ -303,7 +303,7 @@ class MirrorStreamWriter(DataSourceStreamArrowWriter):
 def _store_positions(settings: FlowSettings, partitions: int, last: Mapping[plan.TP, int]) -> None:
     from confluent_kafka import Producer
 
-    from mirrorlib.connect_offsets import SourcePosition, murmur2_partition
+    from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
     from mirrorlib.kafka import client_conf
 
     key = f"{settings.name}|{settings.offsets_topic}"

@@ -1,0 +1,328 @@
+"""The ``mirrorlib`` command line.
+
+Commands (``mirrorlib COMMAND --help`` for the options):
+
+``run CONFIG [--clusters ALIAS ...]``
+    A drop-in for ``connect-mirror-maker.sh``: runs every enabled flow (or those targeting
+    ``--clusters``) until SIGINT/SIGTERM, then stops gracefully (positions stored).
+``status CONFIG [--json] [--watch SECONDS]``
+    For each flow, read from the clusters: state, per-partition lag in records and seconds,
+    heartbeat age, last checkpoint age, errors.
+``plan CONFIG [--flow A->B] [--json]``
+    Dry run: which source topics map to which remote topics, what would be created, which configs
+    and ACLs would change, which topics are skipped and why.
+``verify CONFIG [--flow A->B] [--topics REGEX] [--json]``
+    Audits flows record by record: missing, extra and duplicated records per partition.
+``failover --group G --from A --to B CONFIG [--dry-run] [--json]``
+    Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
+``demo``
+    Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
+
+Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed); 2 bad command
+line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
+``failover`` refused (the group is still active). Errors are one line on stderr; ``--verbose``
+adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from mirrorlib.errors import ConfigError, MirrorError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_DIFFERENCES = 4
+EXIT_REFUSED = 5
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mirrorlib",
+        description="Kafka MirrorMaker 2 as a Python library and command.",
+        epilog="exit codes: 0 ok, 1 failure, 2 usage, 3 configuration, "
+        "4 verify found differences, 5 failover refused",
+    )
+    parser.add_argument(
+        "--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR (run: INFO, else WARNING)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show error details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="replicate, like connect-mirror-maker.sh")
+    run.add_argument("config", help="MM2 properties file (mm2.properties)")
+    run.add_argument(
+        "--clusters", nargs="+", metavar="ALIAS", help="only flows whose target is one of these"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port (needs the prometheus extra)",
+    )
+    run.add_argument(
+        "--metrics-address", default="127.0.0.1", metavar="ADDR", help="address for --metrics-port"
+    )
+
+    status = sub.add_parser("status", help="state, lag, heartbeat and checkpoint age per flow")
+    status.add_argument("config", help="MM2 properties file")
+    status.add_argument("--flow", metavar="A->B", help="only this flow")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C"
+    )
+    status.add_argument("--details", action="store_true", help="show every partition")
+
+    plan = sub.add_parser("plan", help="dry run: topics, configs and ACLs a flow would change")
+    plan.add_argument("config", help="MM2 properties file")
+    plan.add_argument("--flow", metavar="A->B", help="only this flow")
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+
+    verify = sub.add_parser("verify", help="compare source and remote records of a flow")
+    verify.add_argument("config", help="MM2 properties file")
+    verify.add_argument("--flow", metavar="A->B", help="only this flow")
+    verify.add_argument("--topics", metavar="REGEX", help="only source topics matching REGEX")
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    verify.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+
+    fo = sub.add_parser("failover", help="move a consumer group's offsets to another cluster")
+    fo.add_argument("config", help="MM2 properties file")
+    fo.add_argument("--group", required=True, help="consumer group id")
+    fo.add_argument("--from", dest="from_alias", required=True, metavar="ALIAS",
+                    help="cluster the group consumed from")  # fmt: skip
+    fo.add_argument("--to", dest="to_alias", required=True, metavar="ALIAS",
+                    help="cluster the group moves to")  # fmt: skip
+    fo.add_argument("--dry-run", action="store_true", help="show the plan, commit nothing")
+    fo.add_argument("--json", action="store_true", help="machine-readable output")
+    fo.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+
+    demo = sub.add_parser("demo", help="local clusters: replicate, fail a consumer group over")
+    demo.add_argument("--records", type=int, default=300, help="records to produce (300)")
+    return parser
+
+
+def _load(path: str) -> Any:
+    from mirrorlib.core.config import MirrorConfig
+
+    config = MirrorConfig.from_file(path)
+    for warning in config.warnings:
+        logging.getLogger("mirrorlib").info("%s", warning)
+    return config
+
+
+def _progress(line: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _end_progress() -> None:
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mirrorlib.runtime.replicator import Replicator
+    from mirrorlib.runtime.status import FlowState
+
+    config = _load(args.config)
+    replicator = Replicator(config, clusters=args.clusters)
+    server = None
+    if args.metrics_port is not None:
+        from mirrorlib.runtime.prometheus import start_http_server
+
+        server = start_http_server(replicator, args.metrics_port, args.metrics_address)
+    try:
+        replicator.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+    failed = [s for s in replicator.status() if s.state is FlowState.FAILED]
+    for status in failed:
+        print(f"mirrorlib: flow {status.name} failed: {'; '.join(status.errors)}", file=sys.stderr)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    from mirrorlib.core.audit import status_json
+    from mirrorlib.runtime.operations import flow_status, select_flows
+
+    config = _load(args.config)
+    flows = select_flows(config, args.flow)
+    while True:
+        if not args.json:
+            _progress(f"reading the state of {len(flows)} flow(s) ...")
+        report = [flow_status(config, f) for f in flows]
+        if args.json:
+            print(status_json(report), flush=True)
+        else:
+            if sys.stdout.isatty() and args.watch:
+                print("\033[2J\033[H", end="")
+            elif sys.stderr.isatty():
+                print("\r\033[K", end="", file=sys.stderr)
+            print(time.strftime("%Y-%m-%d %H:%M:%S"), f"— {len(report)} flow(s)")
+            for health in report:
+                text = health.describe()
+                if not args.details and len(health.partitions) > 20:
+                    lines = text.splitlines()
+                    worst = sorted(health.partitions, key=lambda p: -(p.lag_records or 0))[:20]
+                    keep = {f"{p.topic}-{p.partition}" for p in worst}
+                    lines = [lines[0], lines[1]] + [
+                        line for line in lines[2:]
+                        if line.split()[0] in keep or line.startswith("  error")
+                    ]  # fmt: skip
+                    lines.append(f"  ... {len(health.partitions) - 20} more (--details)")
+                    text = "\n".join(lines)
+                print(text, flush=True)
+        if not args.watch:
+            bad = any(h.state in ("unreachable", "stalled") for h in report)
+            return EXIT_FAILURE if bad else EXIT_OK
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from mirrorlib.core.plans import CreatePartitions, CreateTopic, SkippedTopic
+    from mirrorlib.runtime.operations import flow_plan, select_flows
+
+    config = _load(args.config)
+    out: list[dict[str, Any]] = []
+    for flow in select_flows(config, args.flow):
+        plan = flow_plan(config, flow)
+        mapping = {
+            s.source_topic: s.name
+            for s in plan.steps
+            if isinstance(s, CreateTopic | CreatePartitions) and s.source_topic
+        }
+        if args.json:
+            out.append(
+                {
+                    "flow": flow.name,
+                    "steps": [line for s in plan.steps for line in s.describe()],
+                    "creates": mapping,
+                    "skipped": [
+                        {"topic": s.name, "reason": str(s.reason)}
+                        for s in plan.skipped
+                        if isinstance(s, SkippedTopic)
+                    ],
+                    "skipped_acls": [
+                        s.describe() for s in plan.skipped if not isinstance(s, SkippedTopic)
+                    ],
+                }
+            )
+            continue
+        print(f"== {flow.name} (policy {type(flow.policy).__name__})")
+        print(plan.describe())
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from mirrorlib.runtime.operations import select_flows, verify_flow
+
+    config = _load(args.config)
+    reports = []
+    for flow in select_flows(config, args.flow):
+        report = verify_flow(
+            config, flow, args.topics, timeout=args.timeout,
+            progress=None if args.json else _progress,
+        )  # fmt: skip
+        if not args.json:
+            _end_progress()
+            print(report.describe(), flush=True)
+        reports.append(report)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2))
+    if any(r.errors for r in reports):
+        return EXIT_FAILURE
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_DIFFERENCES
+
+
+def _failover(args: argparse.Namespace) -> int:
+    from mirrorlib.runtime.failover import FailoverRefusedError, failover
+
+    config = _load(args.config)
+    try:
+        plan = failover(
+            config, args.group, args.from_alias, args.to_alias, dry_run=args.dry_run,
+            timeout=args.timeout,
+        )  # fmt: skip
+    except FailoverRefusedError as exc:
+        if args.json:
+            print(exc.plan.to_json())
+        else:
+            print(exc.plan.describe())
+        print(f"mirrorlib: failover refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(plan.to_json())
+    else:
+        print(plan.describe())
+        if args.dry_run:
+            print("dry run: nothing committed")
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.demo import run_demo
+
+    run_demo(records=args.records)
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "run": _run,
+    "status": _status,
+    "plan": _plan,
+    "verify": _verify,
+    "failover": _failover,
+    "demo": _demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
+    logging.basicConfig(
+        level=getattr(logging, str(level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return _COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"mirrorlib: configuration error: {exc}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return EXIT_CONFIG
+    except MirrorError as exc:
+        print(f"mirrorlib: {exc}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return EXIT_FAILURE
+    except OSError as exc:
+        print(f"mirrorlib: {exc}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Checkpoint and group-offset-sync decisions, as pure functions (MM2's MirrorCheckpointTask).
+
+* :func:`rename_topic` — the downstream name of an upstream topic in a checkpoint: a topic that
+  came *from* the target maps back to its original name (``B.t`` → ``t`` for flow A->B);
+  anything else is formatted as a remote topic (``t`` → ``A.t``).
+* :class:`CheckpointStore` — the last checkpoint per (group, downstream partition); loaded from the
+  checkpoints topic at start so a restarted replicator never emits a checkpoint that goes
+  backwards.
+* :func:`checkpoints_for_group` — translate a group's upstream offsets; keep only those that are
+  more recent than the stored checkpoint (first, upstream rewind, or downstream advance).
+* :func:`group_offsets_to_sync` — which translated offsets may be written to the target group:
+  only for groups that are empty or absent there, only forward (never rewinds a target group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from mirrorlib.core.policy import ReplicationPolicy
+from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "CheckpointStore",
+    "checkpoints_for_group",
+    "group_offsets_to_sync",
+    "rename_topic",
+]
+
+
+def rename_topic(policy: ReplicationPolicy, source: str, target: str, topic: str) -> str:
+    """The topic name a checkpoint for upstream ``topic`` carries (MM2's renameTopicPartition)."""
+    if policy.topic_source(topic) == target:
+        return policy.original_topic(topic)
+    return policy.format_remote_topic(source, topic)
+
+
+class CheckpointStore:
+    """The latest checkpoint per group and downstream topic-partition."""
+
+    def __init__(self) -> None:
+        self._by_group: dict[str, dict[TopicPartition, Checkpoint]] = {}
+
+    def add(self, checkpoint: Checkpoint) -> None:
+        self._by_group.setdefault(checkpoint.group, {})[checkpoint.topic_partition] = checkpoint
+
+    def get(self, group: str, tp: TopicPartition) -> Checkpoint | None:
+        return self._by_group.get(group, {}).get(tp)
+
+    def group(self, group: str) -> dict[TopicPartition, Checkpoint]:
+        return dict(self._by_group.get(group, {}))
+
+    def groups(self) -> list[str]:
+        return sorted(self._by_group)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_group.values())
+
+    def is_more_recent(self, checkpoint: Checkpoint) -> bool:
+        """MM2's checkpointIsMoreRecent: first for the partition, an upstream rewind, or a
+        strictly advancing downstream offset."""
+        last = self.get(checkpoint.group, checkpoint.topic_partition)
+        if last is None:
+            return True
+        if checkpoint.upstream_offset < last.upstream_offset:
+            return True
+        return checkpoint.downstream_offset > last.downstream_offset
+
+
+def checkpoints_for_group(
+    group: str,
+    upstream_offsets: Mapping[TopicPartition, OffsetAndMetadata | None],
+    *,
+    translate: Callable[[str, int, int], int | None],
+    rename: Callable[[str], str],
+    should_checkpoint_topic: Callable[[str], bool],
+    store: CheckpointStore,
+) -> list[Checkpoint]:
+    """New checkpoints for ``group`` given its committed offsets on the source cluster.
+
+    Partitions whose topic the flow does not replicate, without an offset, or whose offset cannot
+    be translated safely (no offset sync, or older than the kept history) get none.
+    """
+    out: list[Checkpoint] = []
+    for tp, om in sorted(upstream_offsets.items(), key=lambda kv: kv[0]):
+        if om is None or om.offset < 0 or not should_checkpoint_topic(tp.topic):
+            continue
+        downstream = translate(tp.topic, tp.partition, om.offset)
+        if downstream is None or downstream < 0:
+            continue
+        cp = Checkpoint(group, rename(tp.topic), tp.partition, om.offset, downstream, om.metadata)
+        if store.is_more_recent(cp):
+            out.append(cp)
+    return out
+
+
+def group_offsets_to_sync(
+    checkpoints: Iterable[Checkpoint],
+    target_offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit for a group on the target, from its latest checkpoints.
+
+    ``target_offsets`` is the group's committed offsets on the target when the group is empty
+    there, or ``None`` when it does not exist. (Call it only for those two cases: never for a group
+    with active members.) A partition is written when the target has no offset (or a null one)
+    for it, or when the checkpoint is strictly ahead: the target group is never rewound.
+    """
+    result: dict[TopicPartition, OffsetAndMetadata] = {}
+    for cp in checkpoints:
+        tp = cp.topic_partition
+        current = None if target_offsets is None else target_offsets.get(tp)
+        if current is not None and current.offset >= 0 and current.offset >= cp.downstream_offset:
+            continue
+        result[tp] = cp.offset_and_metadata
+    return result

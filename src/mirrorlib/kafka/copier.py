@@ -1,0 +1,919 @@
+"""The record copier of a flow A->B: consume from A, produce to B, keep positions and offset syncs.
+
+Delivery guarantees
+-------------------
+* **At-least-once** (default). A source position is stored only after every record up to it was
+  acknowledged by the target (``acks=all``, idempotent producer, so per-partition order holds).
+  After a crash, replication resumes at the stored position: records copied since the last
+  position flush are copied again (duplicates), none is skipped.
+* **Exactly-once** (``<target>.exactly.once.source.support = enabled``). Records and the positions
+  that cover them are written in one Kafka transaction on the target; the position topic is read
+  with ``read_committed``. A ``read_committed`` consumer of the target sees every source record
+  exactly once, whatever moment the process is killed. Fencing is per node
+  (``transactional.id`` = ``mirrorlib-<A>-><B>-<node>``): a restarted node fences its previous
+  incarnation.
+* **Loss is never silent.** A position that the source log no longer holds (retention, deleted and
+  recreated topic) is reported with the lost offset range; ``data.loss.action`` chooses between
+  failing the flow (default) and continuing with the gap counted in ``lost-records``. A record the
+  target refuses (e.g. too large) stops its partition at that record, with the error in the
+  status, and is retried with back-off; later records of that partition are never acknowledged
+  past it.
+
+Partitions are shared between processes running the same flow through a consumer group on the
+source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
+target's offsets topic, never from that group, which commits nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirrorlib.core.records import TopicPartition
+from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
+from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.runtime.status import FlowState, PartitionStats, StatsRegistry
+
+__all__ = ["Copier", "DataLossError"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# bytes a single-record batch adds around a record's key and value (batch header and varints)
+_RECORD_OVERHEAD = 96
+
+
+class DataLossError(Exception):
+    """Raised inside the copier when the source no longer holds the stored position."""
+
+
+class _Part:
+    """Copier state of one assigned source partition.
+
+    Acknowledgement is bulk: the delivery-report callback of a record only appends the report
+    to ``acks`` (in the target's acknowledgement order, which for an idempotent producer is the
+    produce order of the partition), and the copier matches reports with ``sent`` (the upstream
+    offsets produced, oldest at ``head``) after each poll, a whole run at a time.
+    """
+
+    __slots__ = (
+        "acked",
+        "acks",
+        "blocked_at",
+        "dr",
+        "failed",
+        "head",
+        "key",
+        "marks",
+        "max_bytes",
+        "parked_until",
+        "remote",
+        "retries",
+        "sampled_ts",
+        "sent",
+        "stats",
+        "tp",
+        "txn_last",
+    )
+
+    def __init__(
+        self,
+        key: tuple[str, int],
+        remote: str,
+        stats: PartitionStats,
+        ready: Callable[[_Part], None],
+    ) -> None:
+        self.key = key
+        self.tp = TopicPartition(key[0], key[1])
+        self.remote = remote
+        self.max_bytes: int | None = None  # the remote topic's max.message.bytes
+        self.sampled_ts: int | None = None  # tail timestamp at the last latency sample
+        self.stats = stats
+        self.acked: int | None = None  # last upstream offset acknowledged contiguously
+        self.blocked_at: int | None = None  # first upstream offset whose delivery failed
+        self.parked_until = 0.0
+        self.retries = 0
+        self.txn_last: int | None = None  # EOS: last upstream offset produced in open txn
+        self.sent: list[int] = []  # upstream offsets produced, unacknowledged from `head` on
+        self.head = 0
+        self.acks: list[Any] = []  # delivery reports not yet matched with `sent`
+        self.failed = False  # one of `acks` carries an error
+        # (upstream offset, source timestamp) of the last record of each produced run
+        self.marks: deque[tuple[int, int]] = deque()
+        acks = self.acks
+        append = acks.append
+
+        def dr(err: KafkaError | None, msg: Any) -> None:  # per record: keep it minimal
+            if not acks:
+                ready(self)
+            append(msg)
+            if err is not None:
+                self.failed = True
+
+        self.dr = dr
+
+    @property
+    def outstanding(self) -> int:
+        """Records produced and not yet acknowledged (nor refused)."""
+        return len(self.sent) - self.head
+
+    def take_sent(self, n: int) -> list[int]:
+        """The upstream offsets of the next ``n`` acknowledged records, oldest first."""
+        head = self.head
+        ups = self.sent[head : head + n]
+        head += len(ups)
+        if head >= len(self.sent):
+            self.sent.clear()
+            head = 0
+        elif head > 65_536:
+            del self.sent[:head]
+            head = 0
+        self.head = head
+        return ups
+
+    def clear_inflight(self) -> None:
+        self.sent.clear()
+        self.head = 0
+        self.acks.clear()
+        self.failed = False
+        self.marks.clear()
+
+
+class Copier:
+    """Copies records of one flow; run :meth:`run` in a dedicated thread."""
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        catalog: TopicCatalog,
+        stats: StatsRegistry,
+        positions: PositionStore,
+    ) -> None:
+        self.s = settings
+        self.catalog = catalog
+        self.stats = stats
+        self.positions = positions
+        self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
+        self._parts: dict[tuple[str, int], _Part] = {}
+        self._ready: list[_Part] = []  # partitions with delivery reports to match
+        self._remote_of: dict[str, RemoteTopic] = {}
+        self._catalog_version = -1
+        self._subscribed: list[str] = []
+        self._dirty: set[tuple[str, int]] = set()
+        self._txn_open = False
+        self._txn_started = 0.0
+        self._txn_syncs: list[tuple[_Part, int, int, int]] = []  # (part, up, down, count)
+        self._last_flush = time.monotonic()
+        self._last_watermarks = 0.0
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._syncs: OffsetSyncWriter | None = None
+        self.failed: str | None = None
+        self._degraded: set[str] = set()
+        self._last_latency_sample = 0.0
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        s = self.s
+        cconf: dict[str, Any] = dict(s.source_consumer)
+        cconf.update(
+            {
+                "group.id": s.copier_group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",  # we apply the reset rule ourselves: no silent jumps
+                "partition.assignment.strategy": "cooperative-sticky",
+                "enable.partition.eof": False,
+                "error_cb": self._client_error("source", s.source),
+            }
+        )
+        if s.exactly_once:
+            cconf["isolation.level"] = "read_committed"
+        else:
+            cconf.setdefault("isolation.level", "read_uncommitted")
+        pconf = s.record_producer(linger_ms=5, error_cb=self._client_error("target", s.target))
+        if s.exactly_once:
+            pconf["transactional.id"] = s.transactional_id
+        self._producer = Producer(client_conf(pconf))
+        if s.exactly_once:
+            self._producer.init_transactions(s.admin_timeout_s)
+        if s.emit_offset_syncs:
+            self._syncs = OffsetSyncWriter(
+                s.offset_syncs_producer,
+                s.offset_syncs_topic,
+                self.emitter,
+                flow=s.name,
+                on_written=self._sync_written,
+            )
+        self._consumer = Consumer(client_conf(cconf))
+
+    def _close(self, graceful: bool) -> None:
+        consumer, self._consumer = self._consumer, None
+        try:
+            if graceful and self.failed is None:
+                self._checkpoint_positions(final=True)
+        except Exception as exc:  # closing must not hide the original problem
+            log.warning("flow %s: final position flush failed: %s", self.s.name, exc)
+        if consumer is not None:
+            try:
+                self._consumer = consumer
+                consumer.close()  # revokes partitions (callbacks run here)
+            except Exception as exc:
+                log.warning("flow %s: closing the source consumer failed: %s", self.s.name, exc)
+            finally:
+                self._consumer = None
+        if self._syncs is not None:
+            self._syncs.flush(5.0)
+            self._syncs = None
+        if self._producer is not None:
+            self._producer.flush(10.0)
+            self._producer = None
+        self._parts.clear()
+        self._ready.clear()
+        self._subscribed = []
+        self._catalog_version = -1
+
+    # -- main loop -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        finally:
+            self.positions.close()
+
+    def _run(self, stop: threading.Event) -> None:
+        attempt = 0
+        while not stop.is_set() and self.failed is None:
+            try:
+                self._open()
+                self.stats.set_error("copier", None)
+                attempt = 0
+                self._loop(stop)
+                self._close(graceful=True)
+            except DataLossError as exc:
+                self.failed = str(exc)
+                self.stats.set_error("copier", str(exc))
+                self.stats.state = FlowState.FAILED
+                log.error("flow %s stopped: %s", self.s.name, exc)
+                self._close(graceful=False)
+            except Exception as exc:
+                delay = _RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)]
+                attempt += 1
+                self.stats.set_error(
+                    "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
+                )
+                log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
+                self._close(graceful=False)
+                stop.wait(delay)
+
+    def _loop(self, stop: threading.Event) -> None:
+        s = self.s
+        consumer = self._consumer
+        producer = self._producer
+        batch = s.consume_batch
+        eos = s.exactly_once
+        full = False
+        while not stop.is_set():
+            self._sync_subscription()
+            if not self._subscribed:
+                stop.wait(0.2)
+                continue
+            if full:  # a backlog: fill whole batches (returns as soon as `batch` are there)
+                msgs = consumer.consume(batch, timeout=0.1)
+            else:
+                # Caught up: block only until the first record, then take what is already
+                # fetched. consume(n, t) alone waits the whole timeout unless n records arrive,
+                # which put a 100 ms floor under replication latency.
+                first = consumer.poll(0.1)
+                msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
+            full = len(msgs) >= batch
+            if msgs and "source" in self._degraded:
+                self._degraded.discard("source")
+                self.stats.set_error("source", None)
+            if msgs:
+                if eos and not self._txn_open:
+                    producer.begin_transaction()
+                    self._txn_open = True
+                    self._txn_started = time.monotonic()
+                self._copy(msgs)
+            producer.poll(0)
+            self._drain_acks()
+            now = time.monotonic()
+            if eos:
+                if self._txn_open and (now - self._txn_started >= s.transaction_interval_s):
+                    self._commit_transaction()
+            elif now - self._last_flush >= s.flush_interval_s:
+                self._checkpoint_positions()
+            self._retry_parked(now)
+            self._send_offset_syncs()
+            self._sync_producer_poll()
+            if now - self._last_latency_sample >= 0.1:
+                self._sample_latency()
+                self._last_latency_sample = now
+            if now - self._last_watermarks >= 2.0:
+                self._refresh_end_offsets()
+                self._last_watermarks = now
+
+    def _copy(self, msgs: list[Any]) -> None:
+        """Produce a consumed batch. Per record only what cannot be batched: the produce call
+        and remembering its upstream offset; the rest once per run of one partition."""
+        produce = self._producer.produce
+        parts = self._parts
+        part: _Part | None = None
+        cur_topic: str | None = None
+        cur_partition = -1
+        sent_append: Callable[[int], None] | None = None
+        remote = ""
+        dr: Any = None
+        half_max: int | None = None
+        last_off = -1
+        last_ts = 0
+        nbytes = 0
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                self._on_consume_error(msg, err)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            if partition != cur_partition or topic != cur_topic:
+                if part is not None and last_off >= 0:
+                    self._end_run(part, last_off, last_ts, nbytes)
+                cur_topic, cur_partition = topic, partition
+                part = parts.get((topic, partition))
+                last_off, nbytes = -1, 0
+                if part is not None:
+                    sent_append = part.sent.append
+                    remote, dr = part.remote, part.dr
+                    half_max = None if part.max_bytes is None else part.max_bytes // 2
+            if part is None or part.parked_until:
+                continue  # not ours any more, or waiting for a retry (it was seeked back)
+            value = msg.value()
+            ts = msg.timestamp()[1]
+            if (
+                half_max is not None
+                and value is not None
+                and len(value) + _RECORD_OVERHEAD > half_max
+                and self._too_large(part, msg, value)
+            ):
+                continue
+            offset = msg.offset()
+            try:
+                while True:
+                    try:
+                        # positional: topic, value, key, partition, callback, on_delivery,
+                        # timestamp, headers (no keyword dict per record)
+                        produce(
+                            remote,
+                            value,
+                            msg.key(),
+                            partition,
+                            dr,
+                            None,
+                            ts if ts > 0 else 0,
+                            msg.headers(),
+                        )
+                        break
+                    except BufferError:  # queue full: serve delivery reports, then retry
+                        self._producer.poll(0.05)
+            except KafkaException as exc:
+                self._park(part, offset, f"target refused the record: {exc}")
+                continue
+            assert sent_append is not None
+            sent_append(offset)
+            last_off = offset
+            last_ts = ts
+            if value is not None:
+                nbytes += len(value)
+        if part is not None and last_off >= 0:
+            self._end_run(part, last_off, last_ts, nbytes)
+
+    def _end_run(self, part: _Part, last_offset: int, last_ts: int, nbytes: int) -> None:
+        """Bookkeeping once per produced run of one partition."""
+        part.marks.append((last_offset, last_ts))
+        st = part.stats
+        st.byte_count += nbytes
+        if last_ts > 0:  # record-age-ms, sampled once per run
+            st.age.record(time.time() * 1000.0 - last_ts)
+        if self.s.exactly_once:
+            part.txn_last = last_offset
+
+    def _too_large(self, part: _Part, msg: Any, value: bytes) -> bool:
+        """Park the partition at a record the target topic's max.message.bytes would refuse."""
+        assert part.max_bytes is not None
+        key = msg.key()
+        size = len(value) + (len(key) if key else 0)
+        size += sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
+        if size + _RECORD_OVERHEAD <= part.max_bytes:
+            return False
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        self._park(
+            part,
+            offset,
+            f"record {topic}-{partition}@{offset} ({size} bytes) is larger than "
+            f"max.message.bytes={part.max_bytes} of {part.remote} on {self.s.target}; "
+            f"raise it on the target topic to replicate it",
+        )
+        return True
+
+    # -- acknowledgements ------------------------------------------------------------------------
+
+    def _drain_acks(self) -> None:
+        """Match the delivery reports served since the last call with the records produced."""
+        ready = self._ready
+        if not ready:
+            return
+        parts = ready[:]
+        ready.clear()
+        succeeded = False
+        for part in parts:
+            if part.acks:
+                succeeded = self._acked(part) or succeeded
+        if succeeded and "target" in self._degraded:
+            self._degraded.discard("target")
+            self.stats.set_error("target", None)
+
+    def _acked(self, part: _Part) -> bool:
+        """Process ``part``'s delivery reports; returns whether any record succeeded."""
+        acks = part.acks
+        n = len(acks)
+        if n > part.outstanding:  # reports of records forgotten by an abort: nothing to match
+            log.debug("flow %s: %d unmatched delivery reports", self.s.name, n - part.outstanding)
+            del acks[: n - part.outstanding]
+            n = len(acks)
+            if not n:
+                part.failed = False
+                return False
+        ups = part.take_sent(n)
+        if self._parts.get(part.key) is not part:  # revoked or lost meanwhile: not ours
+            acks.clear()
+            part.failed = False
+            return False
+        if part.failed or part.blocked_at is not None:
+            return self._acked_one_by_one(part, ups)
+        up_first, up_last = ups[0], ups[-1]
+        down_first, down_last = acks[0].offset(), acks[-1].offset()
+        contiguous = up_last - up_first == n - 1 and down_last - down_first == n - 1
+        st = part.stats
+        st.record_count += n
+        marks = part.marks
+        ts = 0
+        while marks and marks[0][0] <= up_last:
+            ts = marks.popleft()[1]
+        if ts > 0:
+            st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
+        if self.s.exactly_once:
+            if contiguous:
+                self._txn_syncs.append((part, up_first, down_first, n))
+            else:
+                self._txn_syncs.extend(
+                    (part, up, msg.offset(), 1) for up, msg in zip(ups, acks, strict=True)
+                )
+        else:
+            part.acked = up_last
+            st.position = up_last + 1
+            self._dirty.add(part.key)
+            if self.s.emit_offset_syncs:
+                self._record_syncs(part, ups, acks, contiguous)
+        acks.clear()
+        return True
+
+    def _record_syncs(self, part: _Part, ups: list[int], acks: list[Any], contiguous: bool) -> None:
+        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
+        # burst of acknowledgements could replace one before it was written and lose precision.
+        if contiguous:
+            self.emitter.record_run(
+                part.tp, ups[0], acks[0].offset(), len(ups), on_due=self._send_offset_syncs
+            )
+            return
+        record = self.emitter.record
+        for up, msg in zip(ups, acks, strict=True):
+            if record(part.tp, up, msg.offset()):
+                self._send_offset_syncs()
+
+    def _acked_one_by_one(self, part: _Part, ups: list[int]) -> bool:
+        """The careful path: a report carries an error, or an earlier record was refused."""
+        acks = part.acks[:]
+        part.acks.clear()
+        part.failed = False
+        succeeded = False
+        st = part.stats
+        for upstream, msg in zip(ups, acks, strict=True):
+            err = msg.error()
+            if err is not None:
+                if part.blocked_at is None or upstream < part.blocked_at:
+                    part.blocked_at = upstream
+                self._park(
+                    part,
+                    upstream,
+                    f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by "
+                    f"{self.s.target} ({msg.topic()}): {err.str()}",
+                    from_delivery=True,
+                )
+                continue
+            if part.blocked_at is not None and upstream >= part.blocked_at:
+                continue  # a later record succeeded after an earlier one failed: re-sent later
+            succeeded = True
+            st.record_count += 1
+            if self.s.exactly_once:
+                self._txn_syncs.append((part, upstream, msg.offset(), 1))
+                continue
+            part.acked = upstream
+            st.position = upstream + 1
+            self._dirty.add(part.key)
+            if self.s.emit_offset_syncs and self.emitter.record(part.tp, upstream, msg.offset()):
+                self._send_offset_syncs()
+        last = ups[-1] if ups else -1
+        while part.marks and part.marks[0][0] <= last:
+            part.marks.popleft()
+        return succeeded
+
+    def _client_error(self, side: str, alias: str) -> Any:
+        """librdkafka's client-level errors (all brokers down, authentication...) go into the
+        flow's status until data flows again."""
+
+        def on_error(err: KafkaError) -> None:
+            self._degraded.add(side)
+            self.stats.set_error(side, f"cluster {alias}: {err.str()}")
+            log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
+
+        return on_error
+
+    # -- subscription and assignment -------------------------------------------------------------
+
+    def _sync_subscription(self) -> None:
+        if self.catalog.version == self._catalog_version:
+            return
+        version, topics = self.catalog.snapshot()
+        self._catalog_version = version
+        self._remote_of = topics
+        for part in self._parts.values():  # partitions may have grown on the target
+            rt = topics.get(part.key[0])
+            if rt is not None:
+                part.remote = rt.name
+                part.max_bytes = rt.max_message_bytes
+        names = sorted(topics)
+        if names == self._subscribed:
+            return
+        self._subscribed = names
+        if names:
+            self._consumer.subscribe(
+                names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        else:
+            self._consumer.unsubscribe()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if not partitions:
+            consumer.incremental_assign([])
+            return
+        started = time.monotonic()
+        self.positions.refresh(timeout=self.s.admin_timeout_s)
+        log.debug("flow %s: positions read in %.2fs", self.s.name, time.monotonic() - started)
+        assign = []
+        for ktp in partitions:
+            key = (ktp.topic, ktp.partition)
+            rt = self._remote_of.get(ktp.topic)
+            remote = (
+                rt.name
+                if rt is not None
+                else self.s.policy.format_remote_topic(self.s.source, ktp.topic)
+            )
+            stats = self.stats.partition(ktp.topic, ktp.partition, remote)
+            part = _Part(key, remote, stats, self._ready.append)
+            part.max_bytes = rt.max_message_bytes if rt is not None else None
+            last = self.positions.last_replicated(*key)
+            part.acked = last
+            self._parts[key] = part
+            if last is not None:
+                start = last + 1
+                stats.position = start
+            else:
+                start = OFFSET_END if self.s.auto_offset_reset == "latest" else OFFSET_BEGINNING
+            self.emitter.forget(part.tp)
+            if rt is not None and ktp.partition >= rt.partitions:
+                part.parked_until = time.monotonic() + 1.0
+                stats.error = (
+                    f"waiting for partition {ktp.partition} of {rt.name} on {self.s.target}"
+                )
+            assign.append(KafkaTopicPartition(ktp.topic, ktp.partition, start))
+        log.info("flow %s: assigned %s", self.s.name, [f"{t.topic}-{t.partition}" for t in assign])
+        consumer.incremental_assign(assign)
+        for ktp in assign:
+            part = self._parts[(ktp.topic, ktp.partition)]
+            if part.parked_until:
+                consumer.pause([KafkaTopicPartition(ktp.topic, ktp.partition)])
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        try:
+            self._checkpoint_positions(only=keys)
+        finally:
+            self._forget(keys)
+            consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        if self.s.exactly_once and self._txn_open:
+            self._abort_transaction()
+        self._forget(keys)
+        consumer.incremental_unassign(partitions)
+
+    def _forget(self, keys: set[tuple[str, int]]) -> None:
+        for key in keys:
+            part = self._parts.pop(key, None)
+            if part is not None:
+                self.emitter.forget(part.tp)
+            self.stats.drop_partition(*key)
+            self._dirty.discard(key)
+
+    # -- positions and transactions -------------------------------------------------------------
+
+    def _checkpoint_positions(
+        self, *, only: set[tuple[str, int]] | None = None, final: bool = False
+    ) -> None:
+        """Make positions durable: commit the open transaction (EOS), or write acknowledged
+        positions to the offsets topic (at-least-once)."""
+        if self._producer is None:
+            return
+        if self.s.exactly_once:
+            if self._txn_open:
+                self._commit_transaction()
+            return
+        self._producer.flush(self.s.admin_timeout_s if (only or final) else 0)
+        self._drain_acks()
+        keys = self._dirty if only is None else (self._dirty & only)
+        records = []
+        for key in list(keys):
+            part = self._parts.get(key)
+            if part is not None and part.acked is not None:
+                records.append((key[0], key[1], part.acked))
+            self._dirty.discard(key)
+        self._produce_positions(records)
+        for topic, partition, offset in records:
+            self.positions.remember(topic, partition, offset)
+        if records and (only or final):
+            self._producer.flush(self.s.admin_timeout_s)
+        self.emitter.promote_delayed()
+        self._send_offset_syncs()
+        self._last_flush = time.monotonic()
+
+    def _produce_positions(self, positions: list[tuple[str, int, int]]) -> None:
+        """Queue position records; a refused one marks its partition dirty again (so the next
+        flush retries it) instead of disappearing."""
+        encoded = self.positions.records(positions)
+        for (topic, partition, _), (target_partition, k, v) in zip(positions, encoded, strict=True):
+            self._producer.produce(
+                self.positions.topic,
+                v,
+                k,
+                target_partition,
+                on_delivery=self._position_report((topic, partition)),
+            )
+
+    def _position_report(self, key: tuple[str, int]) -> Callable[[KafkaError | None, Any], None]:
+        def done(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                log.warning(
+                    "flow %s: position of %s-%d not written to %s: %s",
+                    self.s.name,
+                    key[0],
+                    key[1],
+                    self.positions.topic,
+                    err.str(),
+                )
+                if key in self._parts:
+                    self._dirty.add(key)
+
+        return done
+
+    def _commit_transaction(self) -> None:
+        producer = self._producer
+        records = [
+            (p.key[0], p.key[1], p.txn_last) for p in self._parts.values() if p.txn_last is not None
+        ]
+        self._produce_positions(records)
+        try:
+            producer.commit_transaction(self.s.admin_timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            log.warning("flow %s: transaction commit failed: %s", self.s.name, exc)
+            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+                self._abort_transaction()
+                return
+            raise
+        self._txn_open = False
+        for topic, partition, offset in records:
+            self.positions.remember(topic, partition, offset)
+        for part in self._parts.values():
+            if part.txn_last is not None:
+                part.acked = part.txn_last
+                part.stats.position = part.txn_last + 1
+                part.txn_last = None
+        self._drain_acks()  # the commit served the transaction's last delivery reports
+        if self.s.emit_offset_syncs:
+            for part, up, down, count in self._txn_syncs:
+                if self._parts.get(part.key) is part:
+                    self.emitter.record_run(
+                        part.tp, up, down, count, on_due=self._send_offset_syncs
+                    )
+        self._txn_syncs.clear()
+        if time.monotonic() - self._last_flush >= self.s.flush_interval_s:
+            self.emitter.promote_delayed()
+            self._last_flush = time.monotonic()
+        self._send_offset_syncs()
+
+    def _abort_transaction(self) -> None:
+        try:
+            self._producer.abort_transaction(self.s.admin_timeout_s)
+        finally:
+            self._txn_open = False
+            self._txn_syncs.clear()
+            for part in self._parts.values():
+                part.txn_last = None
+                part.blocked_at = None
+                start = 0 if part.acked is None else part.acked + 1
+                if part.acked is None:
+                    self._seek(part, OFFSET_BEGINNING)
+                else:
+                    self._seek(part, start)
+            for part in self._parts.values():
+                part.clear_inflight()
+            self._ready.clear()
+
+    # -- failures --------------------------------------------------------------------------------
+
+    def _seek(self, part: _Part, offset: int) -> None:
+        """Move the fetch position of a partition (re-assigning it when a plain seek is refused,
+        e.g. after an offset-out-of-range error stopped its fetcher)."""
+        ktp = KafkaTopicPartition(part.key[0], part.key[1], offset)
+        try:
+            self._consumer.seek(ktp)
+            return
+        except KafkaException as exc:
+            log.debug("seek %s to %s refused (%s); re-assigning", part.key, offset, exc)
+        self._consumer.incremental_unassign([KafkaTopicPartition(part.key[0], part.key[1])])
+        self._consumer.incremental_assign([ktp])
+        if part.parked_until:
+            self._consumer.pause([KafkaTopicPartition(part.key[0], part.key[1])])
+
+    def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
+        """Stop a partition at ``offset`` and retry it later with back-off."""
+        delay = _RETRY_BACKOFF_S[min(part.retries, len(_RETRY_BACKOFF_S) - 1)]
+        part.retries += 1
+        if not part.parked_until:
+            log.error(
+                "flow %s: %s; partition paused, retrying in %.0fs", self.s.name, reason, delay
+            )
+        part.parked_until = time.monotonic() + delay
+        part.stats.error = reason
+        ktp = KafkaTopicPartition(part.key[0], part.key[1])
+        with contextlib.suppress(KafkaException):
+            self._consumer.pause([ktp])
+        part.blocked_at = offset if part.blocked_at is None else min(part.blocked_at, offset)
+        if self.s.exactly_once and self._txn_open and from_delivery:
+            return  # the commit will fail and abort; positions roll back there
+        self._seek(part, part.blocked_at)
+
+    def _retry_parked(self, now: float) -> None:
+        for part in self._parts.values():
+            if part.parked_until and now >= part.parked_until:
+                if part.outstanding:
+                    continue  # wait for outstanding delivery reports of this partition
+                rt = self._remote_of.get(part.key[0])
+                if rt is not None and part.key[1] >= rt.partitions:
+                    part.parked_until = now + 1.0
+                    continue
+                part.parked_until = 0.0
+                if part.blocked_at is not None:
+                    self._seek(part, part.blocked_at)
+                part.blocked_at = None
+                part.stats.error = None
+                self._consumer.resume([KafkaTopicPartition(part.key[0], part.key[1])])
+
+    def _on_consume_error(self, msg: Any, err: KafkaError) -> None:
+        code = err.code()
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            self._on_out_of_range(msg.topic(), msg.partition(), err)
+            return
+        if err.fatal():
+            raise KafkaException(err)
+        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            log.warning(
+                "flow %s: source topic %s vanished: %s", self.s.name, msg.topic(), err.str()
+            )
+            return
+        self.stats.set_error("source", f"{self.s.source}: {err.str()}")
+        log.warning("flow %s: source consumer error: %s", self.s.name, err.str())
+
+    def _on_out_of_range(self, topic: str | None, partition: int | None, err: KafkaError) -> None:
+        if topic is None or partition is None:
+            raise KafkaException(err)
+        part = self._parts.get((topic, partition))
+        if part is None:
+            return
+        low, high = self._consumer.get_watermark_offsets(
+            KafkaTopicPartition(topic, partition), timeout=self.s.admin_timeout_s
+        )
+        expected = 0 if part.acked is None else part.acked + 1
+        if expected < low:
+            lost = (expected, low - 1)
+            what = f"retention removed offsets {lost[0]}..{lost[1]} before they were replicated"
+            resume = low
+        else:
+            lost = (high, expected - 1)
+            what = (
+                f"the log ends at {high} but the stored position is {expected} "
+                "(topic deleted and recreated, or truncated)"
+            )
+            resume = low
+        count = max(lost[1] - lost[0] + 1, 0)
+        message = (
+            f"data loss on {self.s.source} {topic}-{partition}: {what}; "
+            f"{count} record(s) cannot be replicated"
+        )
+        if self.s.data_loss_action == "fail":
+            raise DataLossError(message + " (flow stopped; set data.loss.action=continue to skip)")
+        log.error("%s; continuing at offset %d as data.loss.action=continue", message, resume)
+        part.stats.lost_records += count
+        part.stats.error = message
+        self.emitter.reset(part.tp)  # the next record starts a new chain of offset syncs
+        self._seek(part, resume)
+        part.acked = resume - 1 if resume > 0 else None
+        self._dirty.add(part.key)
+
+    # -- offset syncs and lag ----------------------------------------------------------------------
+
+    def _send_offset_syncs(self) -> None:
+        if self._syncs is not None:
+            self._syncs.send()
+
+    def _sync_producer_poll(self) -> None:
+        if self._syncs is not None:
+            self._syncs.poll()
+
+    def _sync_written(self) -> None:
+        self.stats.offset_syncs_emitted += 1
+
+    def _sample_latency(self) -> None:
+        """replication-latency-ms: now minus the source timestamp of the newest acknowledged
+        record, sampled per partition (at most every 100 ms) instead of per record."""
+        now_ms = time.time() * 1000.0
+        for part in self._parts.values():
+            st = part.stats
+            ts = st.tail_timestamp_ms
+            if ts is not None and ts != part.sampled_ts:
+                part.sampled_ts = ts
+                st.latency.record(now_ms - ts)
+
+    def _refresh_end_offsets(self) -> None:
+        """Update lag inputs: source end offsets (from fetch responses, no extra requests) and
+        the consumer's position for partitions with nothing in flight (it moves past
+        transaction markers and compacted gaps, which no record acknowledgement covers)."""
+        parts = [p for p in self._parts.values() if not p.parked_until and p.blocked_at is None]
+        idle = [p for p in parts if not p.outstanding]
+        try:
+            consumed = self._consumer.position([KafkaTopicPartition(*p.key) for p in idle])
+        except KafkaException:
+            consumed = []
+        for ktp in consumed:
+            part = self._parts.get((ktp.topic, ktp.partition))
+            committed = not (self.s.exactly_once and self._txn_open)
+            if (
+                part is not None
+                and committed
+                and ktp.offset >= 0
+                and (part.stats.position is None or ktp.offset > part.stats.position)
+            ):
+                part.stats.position = ktp.offset
+        for part in parts:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    KafkaTopicPartition(part.key[0], part.key[1]), cached=True
+                )
+            except KafkaException:
+                continue
+            if high >= 0:
+                part.stats.end_offset = high
+                if part.acked is None and part.stats.position is None and low == high:
+                    part.stats.position = high  # an empty partition: nothing to replicate

@@ -1,0 +1,103 @@
+"""Durable source positions of a flow, stored where MM2 stores them.
+
+Positions live in the Connect offsets topic ``mm2-offsets.<source>.internal`` on the target
+cluster, in MM2's exact record format (:mod:`mirrorlib.core.connect_offsets`), so MM2 and mirrorlib
+can take over from each other. Each record holds the last replicated upstream offset of one
+source partition; the latest record per key wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.errors import CodecError
+from mirrorlib.kafka.topiclog import TopicLog
+
+__all__ = ["PositionStore"]
+
+log = logging.getLogger(__name__)
+
+
+class PositionStore:
+    """Reads and writes one flow's positions in the target's Connect offsets topic."""
+
+    def __init__(
+        self,
+        consumer_config: Mapping[str, str],
+        topic: str,
+        *,
+        source_alias: str,
+        target_alias: str,
+        partitions: int,
+        read_committed: bool,
+    ) -> None:
+        self.topic = topic
+        self.source_alias = source_alias
+        self.target_alias = target_alias
+        self.num_partitions = partitions
+        self._log = TopicLog(
+            consumer_config, topic, alias=target_alias, read_committed=read_committed
+        )
+        self._lock = threading.Lock()
+        self._positions: dict[tuple[str, int], int] = {}
+        self.corrupt_records = 0
+
+    def _handle(self, msg: Any) -> None:
+        try:
+            pos = SourcePosition.decode(msg.key(), msg.value())
+        except CodecError as exc:
+            self.corrupt_records += 1
+            log.warning(
+                "skipping corrupt record %s-%d@%d on cluster %s: %s",
+                self.topic,
+                msg.partition(),
+                msg.offset(),
+                self.target_alias,
+                exc,
+            )
+            return
+        if pos is None or pos.cluster != self.source_alias:
+            return
+        key = (pos.topic, pos.partition)
+        if pos.offset is None or pos.offset < 0:
+            self._positions.pop(key, None)
+        else:
+            self._positions[key] = pos.offset
+
+    def refresh(self, timeout: float = 60.0) -> None:
+        """Catch up with the offsets topic (other processes may have written to it)."""
+        with self._lock:
+            self._log.read_to_end(self._handle, timeout=timeout)
+
+    def last_replicated(self, topic: str, partition: int) -> int | None:
+        """The last replicated upstream offset of a source partition, or ``None``."""
+        with self._lock:
+            return self._positions.get((topic, partition))
+
+    def all(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._positions)
+
+    def records(
+        self, positions: Iterable[tuple[str, int, int]]
+    ) -> list[tuple[int, bytes, bytes | None]]:
+        """``(partition, key, value)`` of the offsets-topic records that store ``positions``
+        (``(topic, partition, last_replicated_offset)``), partitioned as Connect would."""
+        out = []
+        for topic, partition, offset in positions:
+            pos = SourcePosition(self.source_alias, topic, partition, offset)
+            key = pos.encode_key()
+            out.append((murmur2_partition(key, self.num_partitions), key, pos.encode_value()))
+        return out
+
+    def remember(self, topic: str, partition: int, offset: int) -> None:
+        """Record a position this process has just written (so reads stay consistent)."""
+        with self._lock:
+            self._positions[(topic, partition)] = offset
+
+    def close(self) -> None:
+        self._log.close()

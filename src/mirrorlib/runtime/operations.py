@@ -1,0 +1,415 @@
+"""Out-of-process views of replication, read from the clusters: status, plan and verify.
+
+These are the I/O edge of ``mirrorlib status``, ``mirrorlib plan`` and ``mirrorlib verify``: they
+need only the configuration and the clusters — never a running :class:`~mirrorlib.Replicator` — so
+they work from any machine, against MM2 as well as mirrorlib. The computations themselves are
+pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`.
+
+* :func:`flow_status` — per flow: state, per-partition lag in records and seconds, heartbeat age,
+  last checkpoint age, errors;
+* :func:`flow_plan` — what the flow would create or change on its target right now (topics,
+  partitions, configs, ACLs) and which topics it skips and why;
+* :func:`verify_flow` — compare every replicated partition's records with the remote copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from mirrorlib.core.audit import (
+    FlowHealth,
+    PartitionAudit,
+    PartitionLag,
+    VerifyReport,
+    compare_partition,
+    flow_state,
+    lag_records,
+    lag_seconds,
+    record_digest,
+)
+from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.plans import Plan
+from mirrorlib.errors import ClusterError, MirrorError
+from mirrorlib.kafka import client_conf
+
+__all__ = ["flow_plan", "flow_status", "select_flows", "verify_flow"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+
+def select_flows(config: MirrorConfig, spec: str | None = None) -> list[FlowConfig]:
+    """The enabled flows, or the one named ``A->B`` by ``spec`` (enabled or not)."""
+    if spec is None:
+        return list(config.flows)
+    if "->" not in spec:
+        raise MirrorError(f"--flow must look like SOURCE->TARGET, not {spec!r}")
+    source, target = (s.strip() for s in spec.split("->", 1))
+    return [config.flow(source, target)]
+
+
+# -- small Kafka helpers ----------------------------------------------------------------------
+
+
+def _consumer(config: Mapping[str, Any]) -> Any:
+    conf = dict(config)
+    conf.update(
+        {
+            "group.id": "mirrorlib-inspect",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        }
+    )
+    return Consumer(client_conf(conf))
+
+
+def topic_partitions(admin: Any, alias: str, timeout: float) -> dict[str, int]:
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterError(f"cluster {alias}: cannot list topics: {exc}") from exc
+    return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None and t.partitions}
+
+
+def list_offsets(
+    admin: Any, alias: str, tps: Iterable[tuple[str, int]], latest: bool, timeout: float
+) -> dict[tuple[str, int], int]:
+    """Earliest or latest offset of each partition (one ListOffsets request)."""
+    spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+    request = {KafkaTopicPartition(t, p): spec for t, p in tps}
+    if not request:
+        return {}
+    try:
+        futures = admin.list_offsets(request, request_timeout=timeout)
+        return {(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in
+                futures.items()}  # fmt: skip
+    except (KafkaException, TimeoutError) as exc:
+        raise ClusterError(f"cluster {alias}: cannot list offsets: {exc}") from exc
+
+
+def first_timestamps(
+    consumer_config: Mapping[str, Any], positions: Mapping[tuple[str, int], int], timeout: float
+) -> dict[tuple[str, int], int]:
+    """The timestamp of the record at each position (partitions whose record does not arrive
+    within ``timeout`` are left out)."""
+    if not positions:
+        return {}
+    consumer = _consumer(consumer_config)
+    try:
+        consumer.assign([KafkaTopicPartition(t, p, o) for (t, p), o in positions.items()])
+        found: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(positions) and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                key = (msg.topic(), msg.partition())
+                if key not in found:
+                    found[key] = msg.timestamp()[1]
+                    consumer.pause([KafkaTopicPartition(key[0], key[1])])
+        return found
+    finally:
+        consumer.close()
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def _positions(
+    config: MirrorConfig, flow: FlowConfig, timeout: float
+) -> dict[tuple[str, int], int]:
+    from mirrorlib.kafka.positions import PositionStore
+
+    store = PositionStore(
+        config.client_config(flow.target, "consumer"), flow.offset_storage_topic,
+        source_alias=flow.source, target_alias=flow.target,
+        partitions=flow.offset_storage_partitions, read_committed=flow.exactly_once_enabled,
+    )  # fmt: skip
+    try:
+        store.refresh(timeout=timeout)
+        return {key: offset + 1 for key, offset in store.all().items()}
+    finally:
+        store.close()
+
+
+def _newest_timestamp(config: MirrorConfig, alias: str, topic: str, timeout: float) -> int | None:
+    from mirrorlib.kafka.topiclog import TopicLog
+
+    newest: int | None = None
+
+    def handle(msg: Any) -> None:
+        nonlocal newest
+        ts = msg.timestamp()[1]
+        if newest is None or ts > newest:
+            newest = ts
+
+    reader = TopicLog(config.client_config(alias, "consumer"), topic, alias=alias)
+    try:
+        reader.read_to_end(handle, timeout=timeout)
+    finally:
+        reader.close()
+    return newest
+
+
+def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -> FlowHealth:
+    """The state of ``flow`` read from its clusters (see :mod:`mirrorlib.core.audit` for the
+    definitions of lag, heartbeat age and checkpoint age). Unreachable clusters and unreadable
+    topics are reported in ``errors``, never raised."""
+    from mirrorlib.kafka.client import MirrorClient
+
+    errors: list[str] = []
+    now_ms = int(time.time() * 1000)
+    policy = flow.policy
+    partitions: list[PartitionLag] = []
+    positions: dict[tuple[str, int], int] = {}
+    try:
+        positions = _positions(config, flow, timeout)
+    except MirrorError as exc:
+        errors.append(f"positions ({flow.offset_storage_topic} on {flow.target}): {exc}")
+    try:
+        source_admin = AdminClient(client_conf(config.client_config(flow.source, "admin")))
+        counts = topic_partitions(source_admin, flow.source, timeout)
+        tps = [
+            (t, p) for t, n in sorted(counts.items()) if flow.should_replicate_topic(t)
+            for p in range(n)
+        ]  # fmt: skip
+        ends = list_offsets(source_admin, flow.source, tps, True, timeout)
+        lagging = {tp: pos for tp, pos in positions.items() if tp in ends and ends[tp] > pos}
+        stamps = first_timestamps(config.client_config(flow.source, "consumer"), lagging, 5.0)
+        for t, p in tps:
+            end = ends.get((t, p))
+            pos = positions.get((t, p))
+            lag = lag_records(end, pos)
+            partitions.append(
+                PartitionLag(
+                    topic=t, partition=p, remote_topic=policy.format_remote_topic(flow.source, t),
+                    end_offset=end, position=pos, lag_records=lag,
+                    lag_seconds=lag_seconds(lag, stamps.get((t, p)), now_ms),
+                )
+            )  # fmt: skip
+    except MirrorError as exc:
+        errors.append(f"source {flow.source}: {exc}")
+    heartbeat_age: float | None = None
+    checkpoint_age: float | None = None
+    try:
+        with MirrorClient(
+            config.client_config(flow.target, "consumer"), policy, alias=flow.target,
+            timeout=timeout,
+        ) as client:  # fmt: skip
+            beat = client.heartbeats().get((flow.source, flow.target))
+            if beat is not None:
+                heartbeat_age = max(now_ms - beat.timestamp, 0) / 1000.0
+            if flow.checkpoints_topic in client.checkpoint_topics():
+                newest = _newest_timestamp(config, flow.target, flow.checkpoints_topic, timeout)
+                if newest is not None:
+                    checkpoint_age = max(now_ms - newest, 0) / 1000.0
+    except MirrorError as exc:
+        errors.append(f"target {flow.target}: {exc}")
+    state = flow_state(
+        errors=errors, heartbeat_age_s=heartbeat_age,
+        heartbeat_interval_s=flow.emit_heartbeats_interval, any_position=bool(positions),
+    )  # fmt: skip
+    return FlowHealth(
+        source=flow.source, target=flow.target, state=state, partitions=tuple(partitions),
+        heartbeat_age_s=heartbeat_age, checkpoint_age_s=checkpoint_age, errors=tuple(errors),
+    )  # fmt: skip
+
+
+# -- plan -------------------------------------------------------------------------------------
+
+
+def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> Plan:
+    """What ``flow`` would do on its target now: topics and partitions to create, configs to
+    change, ACLs to create, and the source topics it skips with the reason. Reads only."""
+    from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
+    from mirrorlib.kafka.admin import ClusterAdmin
+
+    source = ClusterAdmin(config.client_config(flow.source, "admin"), alias=flow.source,
+                          timeout=timeout)  # fmt: skip
+    target = ClusterAdmin(config.client_config(flow.target, "admin"), alias=flow.target,
+                          timeout=timeout)  # fmt: skip
+    policy = flow.policy
+    names = sorted(source.list_topics(include_internal=True))
+    candidates = [t for t in names if flow.should_replicate_topic(t)]
+    snap = source.snapshot(candidates)
+    # skipped topics are listed by name only (their configs are not needed)
+    from mirrorlib.core.plans import TopicSnapshot
+
+    skipped = {t: TopicSnapshot(t, 1) for t in names if t not in snap}
+    target_counts = target.list_topics(include_internal=True)
+    plan: Plan = plan_topics(
+        {**snap, **skipped}, target_counts, source_alias=flow.source, policy=policy,
+        should_replicate=flow.should_replicate_topic, replication_factor=flow.replication_factor,
+        config_filter=flow.should_replicate_config_property,
+        use_defaults_from=flow.should_replicate_source_default, target_alias=flow.target,
+    )  # fmt: skip
+    if flow.sync_topic_configs_interval is not None:
+        remotes = [policy.format_remote_topic(flow.source, t) for t in candidates]
+        config_plan = plan_topic_configs(
+            snap, target.snapshot(remotes), source_alias=flow.source, policy=policy,
+            should_replicate=flow.should_replicate_topic,
+            config_filter=flow.should_replicate_config_property,
+            use_defaults_from=flow.should_replicate_source_default, target_alias=flow.target,
+        )  # fmt: skip
+        plan = plan + Plan(config_plan.steps)
+    if flow.sync_topic_acls_interval is not None:
+        try:
+            source_acls = source.describe_acls()
+            target_acls = target.describe_acls() if source_acls is not None else None
+        except ClusterError as exc:
+            log.warning("flow %s: cannot read ACLs: %s", flow.name, exc)
+            source_acls = target_acls = None
+        acl_plan = plan_acls(
+            source_acls, target_acls, source_alias=flow.source, policy=policy,
+            should_replicate=flow.should_replicate_topic, target_alias=flow.target,
+        )  # fmt: skip
+        plan = plan + acl_plan
+    return plan
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+def _read_digests(
+    consumer_config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool,
+    timeout: float,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[int, bytes]]:
+    """``(offset, digest)`` of the records of one partition in ``[start, end)``."""
+    out: list[tuple[int, bytes]] = []
+    if end <= start:
+        return out
+    conf = dict(consumer_config)
+    conf["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
+    consumer = _consumer(conf)
+    try:
+        consumer.assign([KafkaTopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while True:
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"reading {topic}-{partition} [{start}, {end}) timed out after {timeout:.0f}s"
+                )
+            msgs = consumer.consume(2000, timeout=0.5)
+            for msg in msgs:
+                if msg.error() is not None:
+                    continue
+                offset = msg.offset()
+                if offset >= end:
+                    return out
+                out.append(
+                    (
+                        offset,
+                        record_digest(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]),
+                    )
+                )
+                if offset + 1 >= end:
+                    return out
+            if progress is not None and msgs:
+                progress(len(msgs))
+            if not msgs:
+                pos = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
+                if pos >= end:  # transaction markers or compacted tail
+                    return out
+    finally:
+        consumer.close()
+
+
+def verify_flow(
+    config: MirrorConfig,
+    flow: FlowConfig,
+    topics: str | None = None,
+    *,
+    timeout: float = 300.0,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """Audit ``flow``: for every replicated source partition (of topics fully matching the regex
+    ``topics``), compare the source records with the remote partition's records.
+
+    The compared range is everything currently in the source partition and the remote partition;
+    records at or past the flow's stored position count as *pending*, not missing (see
+    :func:`mirrorlib.core.audit.compare_partition`). ``progress`` receives one line now and then.
+    """
+    pattern = re.compile(topics) if topics else None
+    policy = flow.policy
+    errors: list[str] = []
+    source_admin = AdminClient(client_conf(config.client_config(flow.source, "admin")))
+    target_admin = AdminClient(client_conf(config.client_config(flow.target, "admin")))
+    counts = topic_partitions(source_admin, flow.source, 30.0)
+    remote_counts = topic_partitions(target_admin, flow.target, 30.0)
+    selected = [
+        t for t in sorted(counts)
+        if flow.should_replicate_topic(t) and (pattern is None or pattern.fullmatch(t))
+    ]  # fmt: skip
+    try:
+        positions = _positions(config, flow, 60.0)
+    except MirrorError as exc:
+        errors.append(f"positions unreadable, unmatched records count as pending: {exc}")
+        positions = {}
+    tps = [(t, p) for t in selected for p in range(counts[t])]
+    remote_tps = [
+        (policy.format_remote_topic(flow.source, t), p)
+        for t, p in tps
+        if p < remote_counts.get(policy.format_remote_topic(flow.source, t), 0)
+    ]
+    lows = list_offsets(source_admin, flow.source, tps, False, 30.0)
+    highs = list_offsets(source_admin, flow.source, tps, True, 30.0)
+    rlows = list_offsets(target_admin, flow.target, remote_tps, False, 30.0)
+    rhighs = list_offsets(target_admin, flow.target, remote_tps, True, 30.0)
+    total = sum(highs[tp] - lows[tp] for tp in tps) + sum(
+        rhighs[tp] - rlows[tp] for tp in remote_tps
+    )
+    done = 0
+    last_report = 0.0
+
+    def tick(n: int) -> None:
+        nonlocal done, last_report
+        done += n
+        now = time.monotonic()
+        if progress is not None and (now - last_report >= 1.0):
+            last_report = now
+            pct = 100.0 * done / total if total else 100.0
+            progress(f"verify {flow.name}: {done}/{total} records read ({pct:.0f}%)")
+
+    audits: list[PartitionAudit] = []
+    source_conf = config.client_config(flow.source, "consumer")
+    target_conf = config.client_config(flow.target, "consumer")
+    deadline = time.monotonic() + timeout
+    for t, p in tps:
+        remote = policy.format_remote_topic(flow.source, t)
+        remaining = max(deadline - time.monotonic(), 1.0)
+        try:
+            src = _read_digests(source_conf, t, p, lows[(t, p)], highs[(t, p)],
+                                read_committed=flow.exactly_once_enabled, timeout=remaining,
+                                progress=tick)  # fmt: skip
+            dst: list[tuple[int, bytes]] = []
+            if (remote, p) in rhighs:
+                dst = _read_digests(
+                    target_conf, remote, p, rlows[(remote, p)], rhighs[(remote, p)],
+                    read_committed=flow.exactly_once_enabled, timeout=remaining, progress=tick,
+                )  # fmt: skip
+        except MirrorError as exc:
+            errors.append(f"{t}-{p}: {exc}")
+            continue
+        audits.append(
+            compare_partition(t, p, remote, src, dst, replicated_up_to=positions.get((t, p)))
+        )
+    if progress is not None and total:
+        progress(f"verify {flow.name}: {done}/{total} records read (100%)")
+    return VerifyReport(flow=flow.name, partitions=tuple(audits), errors=tuple(errors))

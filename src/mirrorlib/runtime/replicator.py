@@ -1,0 +1,130 @@
+"""The embedded replicator: every enabled flow of a :class:`~mirrorlib.MirrorConfig`, in-process.
+
+A :class:`Replicator` drives the flows whose *target* is in ``clusters`` (all by default, like
+MM2's ``--clusters``). Each flow A->B runs in background threads:
+
+* metadata: discovers source topics, creates remote topics and partitions, syncs topic configs
+  and ACLs (and creates MM2's internal topics);
+* copier: copies records with their key, value, headers, timestamp and partition, stores source
+  positions and emits offset syncs;
+* checkpoints: translates consumer-group offsets into checkpoints (and syncs group offsets);
+* heartbeats: emits heartbeats (also for pairs that only emit heartbeats, as MM2 does).
+
+One broken flow never stops the others: each component retries with back-off and reports its
+errors in :meth:`Replicator.status`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import types
+from collections.abc import Sequence
+from typing import Any
+
+from mirrorlib.core.config import MirrorConfig
+from mirrorlib.errors import ConfigError
+from mirrorlib.runtime.flow import FlowRunner
+from mirrorlib.runtime.settings import FlowSettings
+from mirrorlib.runtime.status import FlowStatus, Metric
+
+__all__ = ["Replicator"]
+
+log = logging.getLogger(__name__)
+
+
+class Replicator:
+    """Runs replication flows inside the calling process.
+
+    ``clusters`` limits the flows to those whose target alias is listed (MM2's ``--clusters``).
+    """
+
+    def __init__(self, config: MirrorConfig, clusters: Sequence[str] | None = None) -> None:
+        if isinstance(clusters, str):
+            clusters = [clusters]
+        known = set(config.clusters)
+        if clusters is not None:
+            unknown = sorted(set(clusters) - known)
+            if unknown:
+                raise ConfigError(
+                    f"--clusters names unknown cluster alias(es) {', '.join(unknown)}; "
+                    f"the config defines: {', '.join(config.clusters)}",
+                    key="clusters",
+                    value=",".join(unknown),
+                )
+        self.config = config
+        targets = set(clusters) if clusters is not None else known
+        self._runners: list[FlowRunner] = []
+        for flow in config.pairs:
+            if flow.target not in targets:
+                continue
+            self._runners.append(FlowRunner(FlowSettings.from_config(config, flow)))
+        if not self._runners:
+            raise ConfigError(
+                "no source->target replication flows: enable one with 'A->B.enabled = true'"
+                + (f" targeting {', '.join(sorted(targets))}" if clusters is not None else ""),
+                key="clusters",
+            )
+        self._stop = threading.Event()
+        self._started = False
+
+    @property
+    def flows(self) -> tuple[str, ...]:
+        return tuple(r.settings.name for r in self._runners)
+
+    def start(self) -> None:
+        """Start every flow in background threads; returns immediately."""
+        if self._started:
+            return
+        self._started = True
+        self._stop.clear()
+        for runner in self._runners:
+            runner.start()
+        log.info("mirrorlib replicator started: %s", ", ".join(self.flows))
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop every flow, storing positions first; waits up to ``timeout`` seconds."""
+        if not self._started:
+            return
+        self._stop.set()
+        for runner in self._runners:
+            runner.request_stop()
+        for runner in self._runners:
+            runner.join(timeout)
+        self._started = False
+        log.info("mirrorlib replicator stopped")
+
+    def run(self) -> None:
+        """Start and block until :meth:`stop` is called or SIGINT/SIGTERM arrives."""
+        installed: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                installed[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self.start()
+            while not self._stop.wait(0.5):
+                pass
+        finally:
+            self.stop()
+            for sig, handler in installed.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
+        log.info("received signal %d: stopping", signum)
+        self._stop.set()
+
+    def status(self) -> tuple[FlowStatus, ...]:
+        """The state, errors, lag and counters of every flow run by this process."""
+        return tuple(r.stats.snapshot() for r in self._runners)
+
+    def metrics(self) -> list[Metric]:
+        """Every metric of every flow, with MM2's names and tags plus replication lag."""
+        return [m for r in self._runners for m in r.stats.metrics()]
+
+    def __enter__(self) -> Replicator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,238 @@
+"""The ``mirrorlib`` command line: parsing, exit codes, and every command on real clusters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import javaproperties
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from mirrorlib import Replicator
+from mirrorlib.cli import (
+    EXIT_CONFIG,
+    EXIT_DIFFERENCES,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    main,
+)
+from mirrorlib.testing import ClusterSet
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("run", "status", "plan", "verify", "failover", "demo"):
+        assert command in out
+    assert "exit codes" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == EXIT_USAGE
+    with pytest.raises(SystemExit) as exc:
+        main(["failover", "x.properties", "--group", "g"])  # --from/--to missing
+    assert exc.value.code == EXIT_USAGE
+
+
+def test_invalid_config_is_one_line_and_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A, B\nA->B.enabled = yes\n", encoding="utf-8")
+    for command in (
+        ["status"],
+        ["plan"],
+        ["verify"],
+        ["failover", "--group", "g", "--from", "A", "--to", "B"],
+    ):
+        assert main([*command, str(path)]) == EXIT_CONFIG
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("mirrorlib: configuration error:"), err
+    assert main(["--verbose", "plan", str(path)]) == EXIT_CONFIG
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_failover_unknown_alias_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n",
+        encoding="utf-8",
+    )
+    assert main(["failover", str(path), "--group", "g", "--from", "A", "--to", "C"]) == EXIT_CONFIG
+    assert "unknown cluster alias 'C'" in capsys.readouterr().err
+
+
+def test_console_script_and_module_entry_points() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mirrorlib", "--help"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and "failover" in out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "mirrorlib.cli.demo", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0 and "--records" in out.stdout
+
+
+# -- real clusters ----------------------------------------------------------------------------
+
+
+def _write_config(clusters: ClusterSet, tmp_path: Path, **extra: str) -> Path:
+    from tests.runtime.conftest import mm2_properties
+
+    props = mm2_properties(clusters, ["A->B"], **{"A->B.topics": "cli\\..*", **extra})
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    return path
+
+
+def _produce(cluster: Any, topic: str, n: int, partitions: int = 2) -> None:
+    p = Producer(cluster.client_config())
+    for i in range(n):
+        p.produce(
+            topic,
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            partition=i % partitions,
+            headers=[("h", str(i).encode())],
+        )
+    assert p.flush(10) == 0
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.integration
+def test_status_plan_verify_failover_on_real_clusters(
+    two_clusters: ClusterSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.runtime.conftest import config, end_offsets, wait_for
+
+    a, b = two_clusters
+    a.create_topic("cli.orders", 2)
+    _produce(a, "cli.orders", 100)
+    path = _write_config(two_clusters, tmp_path)
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "cli\\..*"})
+
+    # plan before anything ran: the remote topic would be created; internal topics are skipped
+    code, out, _ = _run(capsys, "plan", str(path), "--flow", "A->B")
+    assert code == EXIT_OK
+    assert "create topic A.cli.orders from cli.orders: 2 partition(s)" in out
+    assert "skip topic __consumer_offsets (internal)" in out
+    code, out, _ = _run(capsys, "plan", str(path), "--json")
+    plan = json.loads(out)
+    assert plan[0]["creates"] == {"cli.orders": "A.cli.orders"}
+    assert {"topic": "__consumer_offsets", "reason": "internal"} in plan[0]["skipped"]
+
+    with Replicator(cfg):
+        wait_for("copied", lambda: sum(end_offsets(b, "A.cli.orders").values()) >= 100)
+
+        def caught_up() -> Any:
+            code, out, _ = _run(capsys, "status", str(path), "--json")
+            flow = json.loads(out)["flows"][0]
+            mine = [p for p in flow["partitions"] if p["topic"] == "cli.orders"]
+            ok = flow["state"] == "running" and mine and all(p["lag_records"] == 0 for p in mine)
+            return flow if ok and code == EXIT_OK else None
+
+        flow = wait_for("status shows the flow caught up", caught_up)
+        assert flow["flow"] == "A->B" and flow["heartbeat_age_s"] < 10
+        code, out, _ = _run(capsys, "status", str(path))
+        assert "A->B: running" in out and "cli.orders-0" in out
+        # a consumer group on A, checkpointed, then failed over
+        c = Consumer(
+            {
+                **a.client_config(),
+                "group.id": "cli-group",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe(["cli.orders"])
+        got = 0
+        while got < 30:
+            got += len([m for m in c.consume(30 - got, timeout=1) if m.error() is None])
+        c.commit(asynchronous=False)
+        c.close()
+        wait_for(
+            "checkpoint age shown",
+            lambda: (
+                json.loads(_run(capsys, "status", str(path), "--json")[1])["flows"][0][
+                    "checkpoint_age_s"
+                ]
+                is not None
+            ),
+        )
+
+    code, out, err = _run(capsys, "verify", str(path), "--topics", "cli\\.orders")
+    assert code == EXIT_OK, out + err
+    assert "flow A->B: OK" in out and "100 source record(s) checked: 0 missing" in out
+
+    code, out, _ = _run(
+        capsys,
+        "failover",
+        str(path),
+        "--group",
+        "cli-group",
+        "--from",
+        "A",
+        "--to",
+        "B",
+        "--dry-run",
+        "--json",
+    )
+    assert code == EXIT_OK
+    dry = json.loads(out)
+    assert not dry["applied"] and sum(p["translated"] for p in dry["partitions"]) == 30
+    code, out, _ = _run(
+        capsys, "failover", str(path), "--group", "cli-group", "--from", "A", "--to", "B"
+    )
+    assert code == EXIT_OK and "committed on B" in out and "records re-read: 0" in out
+
+    # a consumer now active on B: a second failover is refused with exit code 5
+    cb = Consumer({**b.client_config(), "group.id": "cli-group", "enable.auto.commit": False})
+    cb.subscribe(["A.cli.orders"])
+    wait_for("member on B", lambda: cb.consume(1, timeout=0.5) or cb.assignment())
+    code, out, err = _run(
+        capsys, "failover", str(path), "--group", "cli-group", "--from", "A", "--to", "B"
+    )
+    cb.close()
+    assert code == EXIT_REFUSED and "REFUSED" in out and "failover refused" in err
+
+    # tamper with the copy: verify reports the extra record and exits 4
+    p = Producer(b.client_config())
+    p.produce("A.cli.orders", value=b"intruder", partition=1)
+    p.flush(10)
+    code, out, _ = _run(capsys, "verify", str(path), "--topics", "cli\\.orders", "--json")
+    assert code == EXIT_DIFFERENCES
+    report = json.loads(out)[0]
+    assert report["totals"]["extra"] == 1 and report["totals"]["missing"] == 0
+
+
+@pytest.mark.integration
+def test_demo_runs_on_given_clusters(
+    two_clusters: ClusterSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mirrorlib.cli.demo import run_demo
+
+    result = run_demo(
+        120, clusters=two_clusters, topic="demo.orders", group="demo-billing", stop_primary=False
+    )
+    out = capsys.readouterr().out
+    assert result["processed"] == 120 and result["re_read"] == 0
+    assert "nothing lost" in out and "resumes at offset" in out

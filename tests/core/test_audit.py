@@ -1,0 +1,107 @@
+"""Pure parts of verify and status (mirrorlib.core.audit)."""
+
+from __future__ import annotations
+
+from mirrorlib.core.audit import (
+    FlowHealth,
+    PartitionLag,
+    VerifyReport,
+    compare_partition,
+    flow_state,
+    lag_records,
+    lag_seconds,
+    record_digest,
+)
+
+
+def d(i: int) -> bytes:
+    return record_digest(f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], 1000 + i)
+
+
+def test_digest_covers_every_field() -> None:
+    base = record_digest(b"k", b"v", [("h", b"1")], 5)
+    assert base != record_digest(b"k", b"v", [("h", b"1")], 6)
+    assert base != record_digest(b"k", b"w", [("h", b"1")], 5)
+    assert base != record_digest(b"K", b"v", [("h", b"1")], 5)
+    assert base != record_digest(b"k", b"v", [("h", b"2")], 5)
+    assert base != record_digest(b"k", b"v", [("g", b"1")], 5)
+    assert base != record_digest(b"k", b"v", [("h", b"1"), ("h", b"1")], 5)
+    assert record_digest(None, b"v", None, 5) != record_digest(b"", b"v", None, 5)
+    assert record_digest(b"k", None, None, 5) != record_digest(b"k", b"", None, 5)
+    assert record_digest(b"k", b"v", None, 5) == record_digest(b"k", b"v", [], 5)
+    # field boundaries are unambiguous
+    assert record_digest(b"ab", b"c", None, 1) != record_digest(b"a", b"bc", None, 1)
+    assert len(base) == 16
+
+
+def test_identical_copy_is_ok() -> None:
+    src = [(i, d(i)) for i in range(10)]
+    dst = [(i + 100, d(i)) for i in range(10)]
+    a = compare_partition("t", 0, "A.t", src, dst, replicated_up_to=10)
+    assert a.ok and a.matched == 10 and a.missing == a.extra == a.duplicated == a.pending == 0
+
+
+def test_missing_duplicated_extra_pending_truncated() -> None:
+    src = [(i, d(i)) for i in range(5, 20)]  # source truncated: offsets 0-4 gone
+    dst = [(i, d(i)) for i in range(0, 15) if i != 8]  # 0-4 copied before truncation; 8 lost
+    dst.append((15, d(10)))  # a duplicate of 10
+    dst.append((16, b"x" * 16))  # something foreign
+    a = compare_partition("t", 0, "A.t", src, dst, replicated_up_to=15)
+    assert a.missing == 1 and a.missing_offsets == (8,)
+    assert a.duplicated == 1
+    assert a.extra == 1 and a.extra_offsets == (16,)
+    assert a.pending == 5  # 15..19 not replicated yet
+    assert a.truncated == 5
+    assert not a.ok
+
+
+def test_no_position_means_pending_not_missing() -> None:
+    a = compare_partition("t", 0, "A.t", [(0, d(0))], [], replicated_up_to=None)
+    assert a.pending == 1 and a.missing == 0 and a.ok
+
+
+def test_identical_records_are_counted_as_a_multiset() -> None:
+    same = d(1)
+    src = [(0, same), (1, same)]
+    assert compare_partition("t", 0, "r", src, [(0, same)], replicated_up_to=2).missing == 1
+    assert compare_partition("t", 0, "r", src, [(0, same)] * 3, replicated_up_to=2).duplicated == 1
+
+
+def test_report_describe_and_json() -> None:
+    a = compare_partition("t", 0, "A.t", [(0, d(0)), (1, d(1))], [(0, d(0))], replicated_up_to=2)
+    report = VerifyReport("A->B", (a,))
+    assert not report.ok
+    text = report.describe()
+    assert "PROBLEMS FOUND" in text and "missing source offsets 1" in text
+    assert report.to_dict()["totals"]["missing"] == 1
+
+
+def test_lag_definitions() -> None:
+    assert lag_records(100, 90) == 10
+    assert lag_records(100, 120) == 0
+    assert lag_records(None, 3) is None and lag_records(3, None) is None
+    assert lag_seconds(0, None, 10_000) == 0.0
+    assert lag_seconds(5, 4_000, 10_000) == 6.0
+    assert lag_seconds(5, None, 10_000) is None
+    assert lag_seconds(None, 1, 2) is None
+
+
+def test_flow_state() -> None:
+    assert flow_state(errors=["x"], heartbeat_age_s=1, heartbeat_interval_s=1, any_position=True) == "unreachable"
+    assert flow_state(errors=[], heartbeat_age_s=None, heartbeat_interval_s=1, any_position=False) == "not started"
+    assert flow_state(errors=[], heartbeat_age_s=None, heartbeat_interval_s=None, any_position=True) == "idle"
+    assert flow_state(errors=[], heartbeat_age_s=2, heartbeat_interval_s=1, any_position=True) == "running"
+    assert flow_state(errors=[], heartbeat_age_s=60, heartbeat_interval_s=1, any_position=True) == "stalled"
+
+
+def test_flow_health_table() -> None:
+    h = FlowHealth(
+        "A", "B", "running",
+        (PartitionLag("t", 0, "A.t", 10, 7, 3, 1.5), PartitionLag("t", 1, "A.t", 5, 5, 0, 0.0)),
+        heartbeat_age_s=0.4, checkpoint_age_s=2.0,
+    )
+    assert h.lag_records == 3 and h.lag_seconds == 1.5
+    text = h.describe()
+    assert text.startswith("A->B: running  lag 3 record(s) / 1.5s")
+    assert "t-0" in text and "A.t" in text
+    assert h.to_dict()["partitions"][0]["lag_records"] == 3

@@ -1,0 +1,97 @@
+"""Checkpoint emission and group offset sync rules (MirrorCheckpointTaskTest cases)."""
+
+from __future__ import annotations
+
+from mirrorlib import (
+    Checkpoint,
+    DefaultReplicationPolicy,
+    OffsetAndMetadata,
+    OffsetSync,
+    TopicPartition,
+)
+from mirrorlib.core.checkpointing import (
+    CheckpointStore,
+    checkpoints_for_group,
+    group_offsets_to_sync,
+    rename_topic,
+)
+from mirrorlib.core.translate import OffsetTranslator
+
+P = DefaultReplicationPolicy()
+
+
+def test_renaming_like_mm2() -> None:
+    assert rename_topic(P, "source1", "target2", "topic3") == "source1.topic3"
+    assert rename_topic(P, "source1", "target2", "target2.topic3") == "topic3"
+    assert rename_topic(P, "source1", "target2", "source6.topic7") == "source1.source6.topic7"
+
+
+def _run(
+    translator: OffsetTranslator, store: CheckpointStore, offsets: dict[TopicPartition, int]
+) -> list[Checkpoint]:
+    cps = checkpoints_for_group(
+        "g",
+        {tp: OffsetAndMetadata(o, "m") for tp, o in offsets.items()},
+        translate=translator.translate,
+        rename=lambda t: rename_topic(P, "source1", "target2", t),
+        should_checkpoint_topic=lambda t: not t.startswith("excluded"),
+        store=store,
+    )
+    for cp in cps:
+        store.add(cp)
+    return cps
+
+
+def test_checkpoint_translation_like_mm2() -> None:
+    t = OffsetTranslator()
+    t.add(OffsetSync("topic1", 2, 3, 4))
+    t.add(OffsetSync("target2.topic5", 6, 7, 8))
+    store = CheckpointStore()
+    cps = _run(t, store, {TopicPartition("topic1", 2): 10, TopicPartition("target2.topic5", 6): 12})
+    assert Checkpoint("g", "source1.topic1", 2, 10, 5, "m") in cps
+    assert Checkpoint("g", "topic5", 6, 12, 9, "m") in cps
+
+
+def test_no_checkpoint_without_sync_or_for_filtered_topics() -> None:
+    t = OffsetTranslator()
+    t.add(OffsetSync("excluded", 0, 0, 0))
+    store = CheckpointStore()
+    assert _run(t, store, {TopicPartition("unknown", 0): 5, TopicPartition("excluded", 0): 5}) == []
+
+
+def test_checkpoints_are_monotonic_unless_upstream_rewinds() -> None:
+    t = OffsetTranslator()
+    store = CheckpointStore()
+    tp = TopicPartition("t", 0)
+    t.add(OffsetSync("t", 0, 100, 200))
+    assert [c.downstream_offset for c in _run(t, store, {tp: 150})] == [201]
+    assert _run(t, store, {tp: 150}) == []  # repeated
+    # a restarted store that translates more coarsely must not move the checkpoint back
+    t2 = OffsetTranslator()
+    t2.add(OffsetSync("t", 0, 10, 20))
+    assert _run(t2, store, {tp: 160}) == []  # translates to 21 < 201
+    # an upstream rewind of the group is emitted even though it goes back downstream
+    assert [c.downstream_offset for c in _run(t2, store, {tp: 12})] == [21]
+
+
+def test_group_offset_sync_never_rewinds() -> None:
+    cps = [
+        Checkpoint("g", "A.t", 0, 100, 101),
+        Checkpoint("g", "A.t", 1, 50, 51),
+        Checkpoint("g", "A.t", 2, 7, 7),
+    ]
+    # group absent on the target: everything is written
+    assert group_offsets_to_sync(cps, None) == {
+        TopicPartition("A.t", 0): OffsetAndMetadata(101),
+        TopicPartition("A.t", 1): OffsetAndMetadata(51),
+        TopicPartition("A.t", 2): OffsetAndMetadata(7),
+    }
+    target = {
+        TopicPartition("A.t", 0): OffsetAndMetadata(150),  # ahead: keep
+        TopicPartition("A.t", 1): OffsetAndMetadata(10),  # behind: advance
+        TopicPartition("A.t", 2): None,  # null: overwrite
+    }
+    assert group_offsets_to_sync(cps, target) == {
+        TopicPartition("A.t", 1): OffsetAndMetadata(51),
+        TopicPartition("A.t", 2): OffsetAndMetadata(7),
+    }

@@ -7,7 +7,6 @@ records encoded by Java must be byte-identical to Python's and decode in Python.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mirrorlib import Checkpoint, Heartbeat, OffsetSync
-from mirrorlib.testing.jars import cache_dir, java_executable, kafka_classpath
+from mirrorlib.testing.jars import java_executable, kafka_classpath
 
 pytestmark = pytest.mark.java
 
@@ -27,19 +26,17 @@ SOURCE = Path(__file__).with_name("Interop.java")
 class JavaMM2:
     """A long-running JVM that answers encode/decode commands with MM2's classes."""
 
-    def __init__(self, classpath: str) -> None:
+    def __init__(self, classpath: str, out: Path) -> None:
+        """Compiles Interop.java into ``out`` (a fresh test directory: nothing is reused from an
+        earlier run or from outside the repository except Kafka's jars), then starts it."""
         java = java_executable()
         javac = str(Path(java).with_name("javac"))
-        digest = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
-        out = cache_dir() / f"interop-{digest}"
-        if not (out / "org/apache/kafka/connect/mirror/Interop.class").exists():
-            out.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [javac, "-cp", classpath, "-d", str(out), str(SOURCE)],
-                check=True,
-                capture_output=True,
-                timeout=180,
-            )
+        subprocess.run(
+            [javac, "-cp", classpath, "-d", str(out), str(SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         self._proc = subprocess.Popen(
             [
                 java,
@@ -69,8 +66,8 @@ class JavaMM2:
 
 
 @pytest.fixture(scope="module")
-def java() -> Iterator[JavaMM2]:
-    jvm = JavaMM2(kafka_classpath())
+def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaMM2]:
+    jvm = JavaMM2(kafka_classpath(), tmp_path_factory.mktemp("interop"))
     yield jvm
     jvm.close()
 

@@ -87,7 +87,10 @@ class FlowConfig:
 
     Settings are resolved with MM2's precedence (``A->B.key`` > top-level ``key`` > default) and
     parsed to Python types; :meth:`get` answers any registered key, and the properties below
-    name the ones the engine uses. Intervals are in seconds, ``None`` when the task is disabled.
+    name the ones the engine uses, each after its key in Python spelling
+    (:attr:`KeySpec.attribute <mirrorlib.core.config.keys.KeySpec.attribute>`:
+    ``offset.flush.interval.ms`` → ``offset_flush_interval``). Durations are in seconds;
+    intervals are ``None`` when the task is disabled.
     """
 
     source: str
@@ -331,7 +334,7 @@ class FlowConfig:
         return value
 
     @property
-    def transaction_interval(self) -> float:
+    def transaction_boundary_interval(self) -> float:
         """``transaction.boundary.interval.ms`` in seconds (exactly-once commit period)."""
         return self._int("transaction.boundary.interval.ms") / 1000.0
 

@@ -207,17 +207,17 @@ class Copier:
                 "error_cb": self._client_error("source", s.source),
             }
         )
-        if s.exactly_once:
+        if s.exactly_once_enabled:
             cconf["isolation.level"] = "read_committed"
         else:
             cconf.setdefault("isolation.level", "read_uncommitted")
         pconf = s.record_producer(linger_ms=5, error_cb=self._client_error("target", s.target))
-        if s.exactly_once:
+        if s.exactly_once_enabled:
             pconf["transactional.id"] = s.transactional_id
         self._producer = Producer(client_conf(pconf))
-        if s.exactly_once:
-            self._producer.init_transactions(s.admin_timeout_s)
-        if s.emit_offset_syncs:
+        if s.exactly_once_enabled:
+            self._producer.init_transactions(s.admin_timeout)
+        if s.emit_offset_syncs_enabled:
             self._syncs = OffsetSyncWriter(
                 s.offset_syncs_producer,
                 s.offset_syncs_topic,
@@ -291,7 +291,7 @@ class Copier:
         consumer = self._consumer
         producer = self._producer
         batch = s.consume_batch
-        eos = s.exactly_once
+        eos = s.exactly_once_enabled
         full = False
         while not stop.is_set():
             self._sync_subscription()
@@ -320,9 +320,9 @@ class Copier:
             self._drain_acks()
             now = time.monotonic()
             if eos:
-                if self._txn_open and (now - self._txn_started >= s.transaction_interval_s):
+                if self._txn_open and (now - self._txn_started >= s.transaction_boundary_interval):
                     self._commit_transaction()
-            elif now - self._last_flush >= s.flush_interval_s:
+            elif now - self._last_flush >= s.offset_flush_interval:
                 self._checkpoint_positions()
             self._retry_parked(now)
             self._send_offset_syncs()
@@ -415,7 +415,7 @@ class Copier:
         st.byte_count += nbytes
         if last_ts > 0:  # record-age-ms, sampled once per run
             st.age.record(time.time() * 1000.0 - last_ts)
-        if self.s.exactly_once:
+        if self.s.exactly_once_enabled:
             part.txn_last = last_offset
 
     def _too_large(self, part: _Part, msg: Any, value: bytes) -> bool:
@@ -482,7 +482,7 @@ class Copier:
             ts = marks.popleft()[1]
         if ts > 0:
             st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
-        if self.s.exactly_once:
+        if self.s.exactly_once_enabled:
             if contiguous:
                 self._txn_syncs.append((part, up_first, down_first, n))
             else:
@@ -493,7 +493,7 @@ class Copier:
             part.acked = up_last
             st.position = up_last + 1
             self._dirty.add(part.key)
-            if self.s.emit_offset_syncs:
+            if self.s.emit_offset_syncs_enabled:
                 self._record_syncs(part, ups, acks, contiguous)
         acks.clear()
         return True
@@ -535,13 +535,15 @@ class Copier:
                 continue  # a later record succeeded after an earlier one failed: re-sent later
             succeeded = True
             st.record_count += 1
-            if self.s.exactly_once:
+            if self.s.exactly_once_enabled:
                 self._txn_syncs.append((part, upstream, msg.offset(), 1))
                 continue
             part.acked = upstream
             st.position = upstream + 1
             self._dirty.add(part.key)
-            if self.s.emit_offset_syncs and self.emitter.record(part.tp, upstream, msg.offset()):
+            if self.s.emit_offset_syncs_enabled and self.emitter.record(
+                part.tp, upstream, msg.offset()
+            ):
                 self._send_offset_syncs()
         last = ups[-1] if ups else -1
         while part.marks and part.marks[0][0] <= last:
@@ -588,7 +590,7 @@ class Copier:
             consumer.incremental_assign([])
             return
         started = time.monotonic()
-        self.positions.refresh(timeout=self.s.admin_timeout_s)
+        self.positions.refresh(timeout=self.s.admin_timeout)
         log.debug("flow %s: positions read in %.2fs", self.s.name, time.monotonic() - started)
         assign = []
         for ktp in partitions:
@@ -634,7 +636,7 @@ class Copier:
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         keys = {(t.topic, t.partition) for t in partitions}
-        if self.s.exactly_once and self._txn_open:
+        if self.s.exactly_once_enabled and self._txn_open:
             self._abort_transaction()
         self._forget(keys)
         consumer.incremental_unassign(partitions)
@@ -656,11 +658,11 @@ class Copier:
         positions to the offsets topic (at-least-once)."""
         if self._producer is None:
             return
-        if self.s.exactly_once:
+        if self.s.exactly_once_enabled:
             if self._txn_open:
                 self._commit_transaction()
             return
-        self._producer.flush(self.s.admin_timeout_s if (only or final) else 0)
+        self._producer.flush(self.s.admin_timeout if (only or final) else 0)
         self._drain_acks()
         keys = self._dirty if only is None else (self._dirty & only)
         records = []
@@ -673,7 +675,7 @@ class Copier:
         for topic, partition, offset in records:
             self.positions.remember(topic, partition, offset)
         if records and (only or final):
-            self._producer.flush(self.s.admin_timeout_s)
+            self._producer.flush(self.s.admin_timeout)
         self.emitter.promote_delayed()
         self._send_offset_syncs()
         self._last_flush = time.monotonic()
@@ -714,7 +716,7 @@ class Copier:
         ]
         self._produce_positions(records)
         try:
-            producer.commit_transaction(self.s.admin_timeout_s)
+            producer.commit_transaction(self.s.admin_timeout)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             log.warning("flow %s: transaction commit failed: %s", self.s.name, exc)
@@ -731,21 +733,21 @@ class Copier:
                 part.stats.position = part.txn_last + 1
                 part.txn_last = None
         self._drain_acks()  # the commit served the transaction's last delivery reports
-        if self.s.emit_offset_syncs:
+        if self.s.emit_offset_syncs_enabled:
             for part, up, down, count in self._txn_syncs:
                 if self._parts.get(part.key) is part:
                     self.emitter.record_run(
                         part.tp, up, down, count, on_due=self._send_offset_syncs
                     )
         self._txn_syncs.clear()
-        if time.monotonic() - self._last_flush >= self.s.flush_interval_s:
+        if time.monotonic() - self._last_flush >= self.s.offset_flush_interval:
             self.emitter.promote_delayed()
             self._last_flush = time.monotonic()
         self._send_offset_syncs()
 
     def _abort_transaction(self) -> None:
         try:
-            self._producer.abort_transaction(self.s.admin_timeout_s)
+            self._producer.abort_transaction(self.s.admin_timeout)
         finally:
             self._txn_open = False
             self._txn_syncs.clear()
@@ -791,7 +793,7 @@ class Copier:
         with contextlib.suppress(KafkaException):
             self._consumer.pause([ktp])
         part.blocked_at = offset if part.blocked_at is None else min(part.blocked_at, offset)
-        if self.s.exactly_once and self._txn_open and from_delivery:
+        if self.s.exactly_once_enabled and self._txn_open and from_delivery:
             return  # the commit will fail and abort; positions roll back there
         self._seek(part, part.blocked_at)
 
@@ -833,7 +835,7 @@ class Copier:
         if part is None:
             return
         low, high = self._consumer.get_watermark_offsets(
-            KafkaTopicPartition(topic, partition), timeout=self.s.admin_timeout_s
+            KafkaTopicPartition(topic, partition), timeout=self.s.admin_timeout
         )
         expected = 0 if part.acked is None else part.acked + 1
         if expected < low:
@@ -898,7 +900,7 @@ class Copier:
             consumed = []
         for ktp in consumed:
             part = self._parts.get((ktp.topic, ktp.partition))
-            committed = not (self.s.exactly_once and self._txn_open)
+            committed = not (self.s.exactly_once_enabled and self._txn_open)
             if (
                 part is not None
                 and committed

@@ -106,8 +106,8 @@ class SourceView:
     def _admins(self) -> tuple[ClusterAdmin, ClusterAdmin]:
         if self._source is None or self._target is None:
             s = self.s
-            self._source = ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout_s)
-            self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout_s)
+            self._source = ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
+            self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
         return self._source, self._target
 
     def copyable(self, *, force: bool = False) -> dict[str, int]:
@@ -128,7 +128,7 @@ class SourceView:
                 if m > 0:
                     copyable[topic] = m
             self._copyable = copyable
-            self._next_refresh = now + min(s.refresh_topics_interval_s, 600.0)
+            self._next_refresh = now + min(s.refresh_topics_interval, 600.0)
         return dict(self._copyable)
 
     def partitions(self) -> list[TP]:
@@ -148,7 +148,7 @@ class SourceView:
             if _isolation(self.s) == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        timeout = self.s.admin_timeout_s
+        timeout = self.s.admin_timeout
         out: list[dict[TP, int]] = []
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):  # type: ignore[no-untyped-call]
             request = {KafkaTopicPartition(t, p): spec for t, p in tps}
@@ -175,13 +175,13 @@ class SourceView:
         if self._positions is None:
             self._positions = PositionStore(
                 s.target_consumer,
-                s.offsets_topic,
+                s.offset_storage_topic,
                 source_alias=s.source,
                 target_alias=s.target,
                 partitions=self.offsets_topic_partitions,
-                read_committed=s.exactly_once,
+                read_committed=s.exactly_once_enabled,
             )
-        self._positions.refresh(timeout=s.admin_timeout_s)
+        self._positions.refresh(timeout=s.admin_timeout)
         low, high = self.watermarks(tps)
         out = {}
         for tp in tps:
@@ -232,7 +232,7 @@ def read_ranges(
     ends = {(r.topic, r.partition): r.end for r in work if r.end > r.start}
     if not ends:
         return
-    stall = stall_timeout if stall_timeout is not None else max(settings.admin_timeout_s, 60.0)
+    stall = stall_timeout if stall_timeout is not None else max(settings.admin_timeout, 60.0)
     consumer = _consumer(settings)
     done: set[TP] = set()
     cols: list[list[Any]] = [[] for _ in _COLUMNS]
@@ -313,7 +313,7 @@ def _on_read_error(
         return
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and tp in ends:
         ktp = KafkaTopicPartition(tp[0], tp[1])
-        low, high = consumer.get_watermark_offsets(ktp, timeout=settings.admin_timeout_s)
+        low, high = consumer.get_watermark_offsets(ktp, timeout=settings.admin_timeout)
         pos = consumer.position([ktp])[0].offset
         message = (
             f"data loss on {settings.source} {tp[0]}-{tp[1]}: the batch needs offsets up to "
@@ -381,7 +381,7 @@ class _Writer:
         pconf = s.record_producer(linger_ms=20, on_delivery=self._delivered)
         self.producer = Producer(client_conf(pconf))
         self.syncs: OffsetSyncWriter | None = None
-        if s.emit_offset_syncs:
+        if s.emit_offset_syncs_enabled:
             self.syncs = OffsetSyncWriter(
                 s.offset_syncs_producer,
                 s.offset_syncs_topic,
@@ -501,7 +501,7 @@ def write_batches(settings: FlowSettings, batches: Iterable[Any]) -> WriteResult
     refused a record (the task fails and Spark retries it)."""
     started = time.monotonic()
     writer = _Writer(settings)
-    timeout = max(settings.admin_timeout_s, 60.0) * 5
+    timeout = max(settings.admin_timeout, 60.0) * 5
     try:
         writer.write(batches)
     except BaseException:

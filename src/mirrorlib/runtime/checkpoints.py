@@ -105,8 +105,8 @@ class CheckpointTask:
 
     def _run(self, stop: threading.Event) -> None:
         s = self.s
-        source_groups = GroupAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout_s)
-        target_groups = GroupAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout_s)
+        source_groups = GroupAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
+        target_groups = GroupAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
         producer = Producer(
             client_conf(
                 s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
@@ -117,20 +117,20 @@ class CheckpointTask:
         with TopicLog(
             s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
         ) as cps_log:
-            cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout_s)
+            cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout)
         syncs_log = TopicLog(
             s.offset_syncs_consumer,
             s.offset_syncs_topic,
-            alias=s.offset_syncs_alias,
+            alias=s.offset_syncs_cluster,
             partitions=[0],
         )
         try:
-            syncs_log.read_to_end(self._on_sync, timeout=max(s.admin_timeout_s, 120.0))
+            syncs_log.read_to_end(self._on_sync, timeout=max(s.admin_timeout, 120.0))
             self.initialized.set()
             self.stats.set_error("checkpoints", None)
             next_groups = 0.0
-            next_emit = time.monotonic() + min(s.emit_checkpoints_interval_s, 1.0)
-            next_sync = time.monotonic() + s.sync_group_offsets_interval_s
+            next_emit = time.monotonic() + min(s.emit_checkpoints_interval, 1.0)
+            next_sync = time.monotonic() + s.sync_group_offsets_interval
             while not stop.is_set():
                 syncs_log.poll(self._on_sync, timeout=0.2)
                 now = time.monotonic()
@@ -138,13 +138,13 @@ class CheckpointTask:
                     self.groups = [
                         g for g in source_groups.list_groups() if s.should_replicate_group(g)
                     ]
-                    next_groups = now + s.refresh_groups_interval_s
+                    next_groups = now + s.refresh_groups_interval
                 if now >= next_emit:
                     self._emit(source_groups, producer)
-                    next_emit = now + s.emit_checkpoints_interval_s
+                    next_emit = now + s.emit_checkpoints_interval
                 if s.sync_group_offsets_enabled and now >= next_sync:
                     self._sync_group_offsets(target_groups)
-                    next_sync = now + s.sync_group_offsets_interval_s
+                    next_sync = now + s.sync_group_offsets_interval
                 stop.wait(0.3)
         finally:
             syncs_log.close()
@@ -181,7 +181,7 @@ class CheckpointTask:
                 self.store.add(cp)
                 emitted += 1
         if emitted:
-            producer.flush(s.admin_timeout_s)
+            producer.flush(s.admin_timeout)
 
     def _delivered(self, timestamp: int) -> Any:
         def done(err: Any, _msg: Any) -> None:

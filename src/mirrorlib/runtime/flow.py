@@ -31,7 +31,9 @@ class FlowRunner:
         self.metadata = MetadataTask(settings, self.catalog, self.stats)
         self.copier: Copier | None = None
         self.checkpoints: CheckpointTask | None = None
-        self.heartbeats = HeartbeatTask(settings, self.stats) if settings.emit_heartbeats else None
+        self.heartbeats = (
+            HeartbeatTask(settings, self.stats) if settings.emit_heartbeats_enabled else None
+        )
 
     def _spawn(self, name: str, target: Callable[[threading.Event], None]) -> None:
         def body() -> None:
@@ -64,15 +66,15 @@ class FlowRunner:
             self._spawn("metadata", self.metadata.run)
             positions = PositionStore(
                 s.target_consumer,
-                s.offsets_topic,
+                s.offset_storage_topic,
                 source_alias=s.source,
                 target_alias=s.target,
                 partitions=self.metadata.offsets_topic_partitions,
-                read_committed=s.exactly_once,
+                read_committed=s.exactly_once_enabled,
             )
             self.copier = Copier(s, self.catalog, self.stats, positions)
             self._spawn("copier", self.copier.run)
-            if s.emit_checkpoints and s.emit_offset_syncs:
+            if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
                 self.checkpoints = CheckpointTask(s, self.stats)
                 self._spawn("checkpoints", self.checkpoints.run)
         if self.stats.state is FlowState.STARTING:

@@ -47,7 +47,7 @@ class HeartbeatTask:
                     on_delivery=self._delivered(now),
                 )
                 producer.poll(0)
-                stop.wait(s.emit_heartbeats_interval_s)
+                stop.wait(s.emit_heartbeats_interval)
                 producer.poll(0)
         finally:
             producer.flush(5.0)

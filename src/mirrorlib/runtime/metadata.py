@@ -43,7 +43,7 @@ class MetadataTask:
         self.s = settings
         self.catalog = catalog
         self.stats = stats
-        self.offsets_topic_partitions = settings.offsets_topic_partitions
+        self.offsets_topic_partitions = settings.offset_storage_partitions
         self._source: ClusterAdmin | None = None
         self._target: ClusterAdmin | None = None
         self._brokers: dict[str, int] = {}
@@ -53,8 +53,8 @@ class MetadataTask:
     def _admins(self) -> tuple[ClusterAdmin, ClusterAdmin]:
         if self._source is None or self._target is None:
             s = self.s
-            self._source = ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout_s)
-            self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout_s)
+            self._source = ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
+            self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
         return self._source, self._target
 
     def _rf(self, admin: ClusterAdmin, wanted: int, what: str) -> int:
@@ -105,29 +105,33 @@ class MetadataTask:
     def _create_internal_topics(self) -> None:
         s = self.s
         source, target = self._admins()
-        if s.emit_heartbeats:
+        if s.emit_heartbeats_enabled:
             target.create_compacted_topic(
                 s.policy.heartbeats_topic(),
-                self._rf(target, s.heartbeats_replication_factor, "heartbeats topic"),
+                self._rf(target, s.heartbeats_topic_replication_factor, "heartbeats topic"),
             )
         if not s.enabled:
             return
         target.create_compacted_topic(
-            s.offsets_topic,
-            self._rf(target, s.offsets_topic_replication_factor, "offsets topic"),
-            partitions=s.offsets_topic_partitions,
+            s.offset_storage_topic,
+            self._rf(target, s.offset_storage_replication_factor, "offsets topic"),
+            partitions=s.offset_storage_partitions,
         )
-        self.offsets_topic_partitions = target.list_topics(include_internal=True)[s.offsets_topic]
-        if s.emit_checkpoints and s.emit_offset_syncs:
+        self.offsets_topic_partitions = target.list_topics(include_internal=True)[
+            s.offset_storage_topic
+        ]
+        if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
             target.create_compacted_topic(
                 s.checkpoints_topic,
-                self._rf(target, s.checkpoints_replication_factor, "checkpoints topic"),
+                self._rf(target, s.checkpoints_topic_replication_factor, "checkpoints topic"),
             )
-        if s.emit_offset_syncs:
-            syncs_admin = source if s.offset_syncs_alias == s.source else target
+        if s.emit_offset_syncs_enabled:
+            syncs_admin = source if s.offset_syncs_cluster == s.source else target
             syncs_admin.create_compacted_topic(
                 s.offset_syncs_topic,
-                self._rf(syncs_admin, s.offset_syncs_replication_factor, "offset-syncs topic"),
+                self._rf(
+                    syncs_admin, s.offset_syncs_topic_replication_factor, "offset-syncs topic"
+                ),
             )
 
     # -- periodic work -------------------------------------------------------------------------
@@ -150,13 +154,13 @@ class MetadataTask:
             try:
                 if now >= next_topics:
                     self.refresh_topics()
-                    next_topics = now + s.refresh_topics_interval_s
-                if s.sync_topic_configs_interval_s is not None and now >= next_configs:
+                    next_topics = now + s.refresh_topics_interval
+                if s.sync_topic_configs_interval is not None and now >= next_configs:
                     self.sync_topic_configs()
-                    next_configs = now + s.sync_topic_configs_interval_s
-                if s.sync_topic_acls_interval_s is not None and now >= next_acls:
+                    next_configs = now + s.sync_topic_configs_interval
+                if s.sync_topic_acls_interval is not None and now >= next_acls:
                     self.sync_topic_acls()
-                    next_acls = now + s.sync_topic_acls_interval_s
+                    next_acls = now + s.sync_topic_acls_interval
                 self.stats.set_error("metadata", None)
             except Exception as exc:  # logged, reported in the status, retried
                 self.stats.set_error("metadata", f"{type(exc).__name__}: {exc}")

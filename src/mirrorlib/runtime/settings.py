@@ -3,6 +3,22 @@
 :class:`FlowSettings` is the only place where the runtime reads :class:`~mirrorlib.FlowConfig`,
 so the components below it take plain values: librdkafka client configurations, topic names,
 intervals in seconds and flags.
+
+**One name per setting.** A field that holds a setting has the name of the
+:class:`~mirrorlib.FlowConfig` property for it, which is its key in Python spelling
+(:attr:`~mirrorlib.core.config.keys.KeySpec.attribute`: ``offset.flush.interval.ms`` →
+``offset_flush_interval``), with the same value and unit (durations in seconds). The one
+conversion happens here: a periodic task that is disabled has the interval :data:`NEVER` where
+``FlowConfig`` answers ``None`` (it still runs once at start, or not at all when its ``*_enabled``
+flag is false), so schedulers need no ``None`` branch; ``sync_topic_configs_interval`` and
+``sync_topic_acls_interval`` keep ``None``: those syncs do not run at all when disabled. The
+other fields are derived (client configurations, the transactional id, ...) and carry
+descriptive names. ``tests/runtime/test_settings.py`` pins the rule.
+
+``FlowSettings`` is a copy rather than the ``FlowConfig`` itself because its values are read on
+hot paths (per record; a ``FlowConfig`` property parses nothing but looks its key up on every
+access), because it is pickled to Spark executors, and because the derived values are computed
+once per flow.
 """
 
 from __future__ import annotations
@@ -16,9 +32,10 @@ import attrs
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.policy import ReplicationPolicy
 
-__all__ = ["FlowSettings"]
+__all__ = ["NEVER", "FlowSettings"]
 
-_NEVER = 10.0**9  # "disabled" intervals
+NEVER = 10.0**9
+"""The interval, in seconds, of a periodic task that is disabled: it never comes due again."""
 
 
 @attrs.frozen
@@ -40,39 +57,39 @@ class FlowSettings:
     offset_syncs_consumer: Mapping[str, str]
     offset_syncs_admin: Mapping[str, str]
     # topics
-    offsets_topic: str
-    offsets_topic_partitions: int
-    offsets_topic_replication_factor: int
+    offset_storage_topic: str
+    offset_storage_partitions: int
+    offset_storage_replication_factor: int
     offset_syncs_topic: str
-    offset_syncs_alias: str
-    offset_syncs_replication_factor: int
+    offset_syncs_cluster: str
+    offset_syncs_topic_replication_factor: int
     checkpoints_topic: str
-    checkpoints_replication_factor: int
-    heartbeats_replication_factor: int
+    checkpoints_topic_replication_factor: int
+    heartbeats_topic_replication_factor: int
     replication_factor: int
     replication_factor_explicit: bool
     use_defaults_from: Literal["source", "target"]
     # behaviour
-    emit_offset_syncs: bool
+    emit_offset_syncs_enabled: bool
     offset_lag_max: int
-    emit_checkpoints: bool
-    emit_checkpoints_interval_s: float
-    refresh_groups_interval_s: float
+    emit_checkpoints_enabled: bool
+    emit_checkpoints_interval: float
+    refresh_groups_interval: float
     sync_group_offsets_enabled: bool
-    sync_group_offsets_interval_s: float
-    emit_heartbeats: bool
-    emit_heartbeats_interval_s: float
-    refresh_topics_interval_s: float
-    sync_topic_configs_interval_s: float | None
-    sync_topic_acls_interval_s: float | None
-    flush_interval_s: float
-    exactly_once: bool
-    transaction_interval_s: float
+    sync_group_offsets_interval: float
+    emit_heartbeats_enabled: bool
+    emit_heartbeats_interval: float
+    refresh_topics_interval: float
+    sync_topic_configs_interval: float | None
+    sync_topic_acls_interval: float | None
+    offset_flush_interval: float
+    exactly_once_enabled: bool
+    transaction_boundary_interval: float
     transactional_id: str
     copier_group_id: str
     auto_offset_reset: Literal["earliest", "latest"]
     data_loss_action: Literal["fail", "continue"]
-    admin_timeout_s: float
+    admin_timeout: float
     consume_batch: int = 10_000
 
     def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:
@@ -107,7 +124,7 @@ class FlowSettings:
         )
 
         def interval(value: float | None) -> float:
-            return _NEVER if value is None else value
+            return NEVER if value is None else value
 
         return cls(
             source=flow.source,
@@ -139,39 +156,36 @@ class FlowSettings:
             offset_syncs_admin=flow.offset_syncs_admin_config(
                 flow.client_id_label("MirrorSourceConnector", "offset-syncs-admin")
             ),
-            offsets_topic=flow.offset_storage_topic,
-            offsets_topic_partitions=flow.offset_storage_partitions,
-            offsets_topic_replication_factor=flow.offset_storage_replication_factor,
+            offset_storage_topic=flow.offset_storage_topic,
+            offset_storage_partitions=flow.offset_storage_partitions,
+            offset_storage_replication_factor=flow.offset_storage_replication_factor,
             offset_syncs_topic=flow.offset_syncs_topic,
-            offset_syncs_alias=flow.offset_syncs_cluster,
-            offset_syncs_replication_factor=flow.offset_syncs_topic_replication_factor,
+            offset_syncs_cluster=flow.offset_syncs_cluster,
+            offset_syncs_topic_replication_factor=flow.offset_syncs_topic_replication_factor,
             checkpoints_topic=flow.checkpoints_topic,
-            checkpoints_replication_factor=flow.checkpoints_topic_replication_factor,
-            heartbeats_replication_factor=flow.heartbeats_topic_replication_factor,
+            checkpoints_topic_replication_factor=flow.checkpoints_topic_replication_factor,
+            heartbeats_topic_replication_factor=flow.heartbeats_topic_replication_factor,
             replication_factor=flow.replication_factor,
             replication_factor_explicit=flow.origin("replication.factor") is not None,
             use_defaults_from="source" if flow.use_defaults_from == "source" else "target",
-            emit_offset_syncs=flow.emit_offset_syncs_enabled,
+            emit_offset_syncs_enabled=flow.emit_offset_syncs_enabled,
             offset_lag_max=flow.offset_lag_max,
-            emit_checkpoints=flow.emit_checkpoints_enabled
-            and flow.emit_checkpoints_interval is not None,
-            emit_checkpoints_interval_s=interval(flow.emit_checkpoints_interval),
-            refresh_groups_interval_s=interval(flow.refresh_groups_interval),
-            sync_group_offsets_enabled=flow.sync_group_offsets_enabled
-            and flow.sync_group_offsets_interval is not None,
-            sync_group_offsets_interval_s=interval(flow.sync_group_offsets_interval),
-            emit_heartbeats=flow.emit_heartbeats_enabled
-            and flow.emit_heartbeats_interval is not None,
-            emit_heartbeats_interval_s=interval(flow.emit_heartbeats_interval),
-            refresh_topics_interval_s=interval(flow.refresh_topics_interval),
-            sync_topic_configs_interval_s=flow.sync_topic_configs_interval,
-            sync_topic_acls_interval_s=flow.sync_topic_acls_interval,
-            flush_interval_s=flow.offset_flush_interval,
-            exactly_once=flow.exactly_once_enabled,
-            transaction_interval_s=flow.transaction_interval,
+            emit_checkpoints_enabled=flow.emit_checkpoints_enabled,
+            emit_checkpoints_interval=interval(flow.emit_checkpoints_interval),
+            refresh_groups_interval=interval(flow.refresh_groups_interval),
+            sync_group_offsets_enabled=flow.sync_group_offsets_enabled,
+            sync_group_offsets_interval=interval(flow.sync_group_offsets_interval),
+            emit_heartbeats_enabled=flow.emit_heartbeats_enabled,
+            emit_heartbeats_interval=interval(flow.emit_heartbeats_interval),
+            refresh_topics_interval=interval(flow.refresh_topics_interval),
+            sync_topic_configs_interval=flow.sync_topic_configs_interval,
+            sync_topic_acls_interval=flow.sync_topic_acls_interval,
+            offset_flush_interval=flow.offset_flush_interval,
+            exactly_once_enabled=flow.exactly_once_enabled,
+            transaction_boundary_interval=flow.transaction_boundary_interval,
             transactional_id=f"mirrorlib-{flow.name}-{node}",
             copier_group_id=f"mirrorlib-{flow.name}",
             auto_offset_reset=reset_mode,
             data_loss_action=flow.data_loss_action,
-            admin_timeout_s=flow.admin_timeout,
+            admin_timeout=flow.admin_timeout,
         )

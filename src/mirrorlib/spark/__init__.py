@@ -79,7 +79,9 @@ class _DriverFlow:
         self.catalog = TopicCatalog()
         self.metadata = MetadataTask(settings, self.catalog, self.stats)
         self.checkpoints: CheckpointTask | None = None
-        self.heartbeats = HeartbeatTask(settings, self.stats) if settings.emit_heartbeats else None
+        self.heartbeats = (
+            HeartbeatTask(settings, self.stats) if settings.emit_heartbeats_enabled else None
+        )
         self.stop_event = threading.Event()
         self.threads: list[threading.Thread] = []
 
@@ -113,7 +115,7 @@ class _DriverFlow:
             self.spawn("heartbeats", self.heartbeats.run)
         if s.enabled:
             self.spawn("metadata", self.metadata.run)
-            if s.emit_checkpoints and s.emit_offset_syncs:
+            if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
                 self.checkpoints = CheckpointTask(s, self.stats)
                 self.spawn("checkpoints", self.checkpoints.run)
         self.stats.state = FlowState.RUNNING
@@ -252,7 +254,7 @@ class SparkReplicator:
                 key="clusters",
             )
         for s in self.settings:
-            if s.enabled and s.exactly_once:
+            if s.enabled and s.exactly_once_enabled:
                 log.warning(
                     "flow %s: exactly.once.source.support is ignored on Spark: delivery is "
                     "at-least-once (Spark replays unfinished batches)",

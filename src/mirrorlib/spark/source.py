@@ -306,7 +306,7 @@ def _store_positions(settings: FlowSettings, partitions: int, last: Mapping[plan
     from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
     from mirrorlib.kafka import client_conf
 
-    key = f"{settings.name}|{settings.offsets_topic}"
+    key = f"{settings.name}|{settings.offset_storage_topic}"
     producer = _POSITION_PRODUCERS.get(key)
     if producer is None:
         conf = client_conf(
@@ -317,8 +317,8 @@ def _store_positions(settings: FlowSettings, partitions: int, last: Mapping[plan
         pos = SourcePosition(settings.source, topic, partition, offset)
         k = pos.encode_key()
         producer.produce(
-            settings.offsets_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
+            settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
         )
-    left = producer.flush(settings.admin_timeout_s)
+    left = producer.flush(settings.admin_timeout)
     if left:
         raise TimeoutError(f"{left} position record(s) not acknowledged")

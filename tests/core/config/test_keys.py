@@ -185,3 +185,17 @@ def test_docs_key_table_is_up_to_date() -> None:
         "docs/configuration.md is stale: regenerate the key table with "
         "mirrorlib.core.config.keys.render_markdown_table()"
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "attribute"),
+    [
+        ("offset.flush.interval.ms", "offset_flush_interval"),
+        ("emit.checkpoints.interval.seconds", "emit_checkpoints_interval"),
+        ("offset-syncs.topic.replication.factor", "offset_syncs_topic_replication_factor"),
+        ("emit.offset-syncs.enabled", "emit_offset_syncs_enabled"),
+        ("tasks.max", "tasks_max"),
+    ],
+)
+def test_python_name_of_a_key(key: str, attribute: str) -> None:
+    assert KEYS[key].attribute == attribute

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mirrorlib import ConfigError, DefaultReplicationPolicy, IdentityReplicationPolicy
-from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.config import KEYS, FlowConfig, MirrorConfig, Scope
 
 
 def config(**props: str) -> MirrorConfig:
@@ -609,7 +609,11 @@ def test_mirrorlib_only_keys() -> None:
         }
     )
     ab = cfg.flow("a", "b")
-    assert (ab.data_loss_action, ab.node_id, ab.transaction_interval) == ("continue", "n1", 0.25)
+    assert (ab.data_loss_action, ab.node_id, ab.transaction_boundary_interval) == (
+        "continue",
+        "n1",
+        0.25,
+    )
     ba = cfg.flow("b", "a")
     assert (ba.node_id, ba.data_loss_action, ab.get("data.loss.action")) == (  # top level
         None,
@@ -626,3 +630,53 @@ def test_inline_comment_in_a_string_value_is_flagged() -> None:
     [warning] = [w for w in cfg.warnings if w.kind == "suspicious"]
     assert warning.key == "replication.policy.separator"
     assert "inline comments" in warning.message
+
+
+# -- one name per setting ---------------------------------------------------------------------------
+
+#: FlowConfig properties that are not one key's value.
+DERIVED_PROPERTIES = {
+    "name",
+    "originals",
+    "exactly_once_enabled",
+    "offset_syncs_cluster",
+    "offset_syncs_topic",
+    "checkpoints_topic",
+    "heartbeats_topic",
+}
+
+
+def test_flow_config_properties_are_named_after_their_keys() -> None:
+    """Each property answering a key is the key in Python spelling (``KeySpec.attribute``) and
+    answers that key's value, in seconds for a duration (``None``: the task is disabled)."""
+    specs = {s.attribute: s for s in KEYS.values() if s.scope in (Scope.FLOW, Scope.WORKER)}
+    properties = {
+        name
+        for name, member in vars(FlowConfig).items()
+        if isinstance(member, property) and not name.startswith("_")
+    }
+    assert properties - DERIVED_PROPERTIES <= specs.keys()
+    flow = from_map(
+        {
+            "clusters": "a, b",
+            "a->b.enabled": "true",
+            "b.offset.flush.interval.ms": "1234",
+            "admin.timeout.ms": "4321",
+            "refresh.groups.enabled": "false",
+            "emit.checkpoints.interval.seconds": "7",
+            "exactly.once.support": "requested",
+        }
+    ).flow("a", "b")
+    answered = properties - DERIVED_PROPERTIES
+    assert len(answered) > 30
+    for name in answered:
+        spec = specs[name]
+        raw = flow.get(spec.name)
+        value = getattr(flow, name)
+        if spec.name.endswith(".ms"):
+            assert isinstance(raw, int) and value == raw / 1000.0, name
+        elif spec.name.endswith(".seconds"):
+            assert value in (raw, None), name
+        else:
+            assert value == raw, name
+    assert (flow.refresh_groups_interval, flow.emit_checkpoints_interval) == (None, 7.0)

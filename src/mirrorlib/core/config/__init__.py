@@ -1,7 +1,11 @@
 """Configuration: MirrorMaker 2's ``mm2.properties``, read the way MM2 reads it.
 
-* :class:`MirrorConfig` / :class:`FlowConfig` — clusters, flows, precedence, typed settings,
-  filters and librdkafka client settings (:mod:`mirrorlib.core.config.mirror`);
+* :class:`MirrorConfig` / :class:`FlowConfig` — clusters, flows, typed settings, filters and
+  librdkafka client settings (:mod:`mirrorlib.core.config.mirror`);
+* :mod:`mirrorlib.core.config.precedence` — MM2's precedence: which written key sets a cluster's,
+  a client's or a flow's setting;
+* :mod:`mirrorlib.core.config.build` — ``MirrorMakerConfig``'s logic: properties → the model,
+  validation and warnings;
 * :mod:`mirrorlib.core.config.keys` — the registry of every MM2 key and its status in mirrorlib;
 * :mod:`mirrorlib.core.config.properties` — Java ``.properties`` syntax and config providers;
 * :mod:`mirrorlib.core.config.clients` — Java client settings → librdkafka;

@@ -118,12 +118,22 @@ class KeySpec:
     minimum: int | None = None
 
     @property
+    def attribute(self) -> str:
+        """The setting's name in Python: ``.`` and ``-`` become ``_``, and the unit suffix
+        ``.ms`` / ``.seconds`` is dropped because durations are in seconds in Python
+        (``offset.flush.interval.ms`` → ``offset_flush_interval``). ``FlowConfig``'s properties
+        and the runtime's ``FlowSettings`` fields carry this name."""
+        return _UNIT_SUFFIX.sub("", self.name.replace(".", "_").replace("-", "_"))
+
+    @property
     def parsed_default(self) -> ConfigValue:
         """The default parsed to its Python type (``None`` when there is no default)."""
         if self.default is None:
             return None
         return parse_value(self, self.default)
 
+
+_UNIT_SUFFIX: Final = re.compile(r"_(?:ms|seconds)$")
 
 _B = KeyType.BOOLEAN
 _S = KeyType.STRING

@@ -23,7 +23,9 @@ A client of cluster ``A`` gets its connection/security settings (``bootstrap.ser
 top-level ``key``; other client settings come from ``A.<role>.key`` and the flow's
 ``A->B.<role>.key`` / ``A->B.source.<role>.key`` exactly as MM2's connectors assemble them (see
 :meth:`FlowConfig.source_consumer_config`). All client settings are translated to librdkafka
-(:mod:`mirrorlib.core.config.clients`).
+(:mod:`mirrorlib.core.config.clients`). The precedence rules live in
+:mod:`mirrorlib.core.config.precedence`; :mod:`mirrorlib.core.config.build` builds this model from
+parsed properties.
 
 Nothing is silently lost: keys that mean nothing to MM2, MM2/Connect keys that do not apply to
 mirrorlib, and client settings that librdkafka does not need are listed in
@@ -34,82 +36,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Final, Literal
+from typing import Literal
 
 import attrs
 
-from mirrorlib.core.config.clients import (
-    ROLES,
-    ClientSettings,
-    DroppedSetting,
-    Setting,
-    translate_client_settings,
-)
-from mirrorlib.core.config.filters import (
-    ConfigPropertyFilter,
-    DefaultConfigPropertyFilter,
-    DefaultGroupFilter,
-    DefaultTopicFilter,
-    GroupFilter,
-    RegexList,
-    TopicFilter,
-    load_filter,
-)
-from mirrorlib.core.config.keys import (
-    KEYS,
-    WORKER_TOP_LEVEL_PREFIXES,
-    ConfigValue,
-    KeySpec,
-    Scope,
-    Status,
-    inline_comment_hint,
-    is_client_connection_key,
-    is_sensitive,
-    is_worker_key,
-    mask,
-    parse_value,
+from mirrorlib.core.config.clients import ROLES, ClientSettings, Setting, translate_client_settings
+from mirrorlib.core.config.filters import ConfigPropertyFilter, GroupFilter, TopicFilter
+from mirrorlib.core.config.keys import ConfigValue
+from mirrorlib.core.config.precedence import (
+    MIRRORLIB,
+    client_java,
+    cluster_props,
+    flow_client_java,
 )
 from mirrorlib.core.config.properties import (
     ParsedProperties,
     parse_properties,
     read_properties_file,
-    resolve_variables,
 )
-from mirrorlib.core.policy import ReplicationPolicy, load_policy
+from mirrorlib.core.policy import ReplicationPolicy
 from mirrorlib.errors import ConfigError
 
 __all__ = ["ConfigWarning", "FlowConfig", "MirrorConfig", "WarningKind"]
 
 WarningKind = Literal["unknown", "not-applicable", "deprecated", "dropped", "ignored", "suspicious"]
-
-_MIRRORLIB: Final = "(mirrorlib)"
-_CLIENT_PREFIXES: Final = ("producer.", "consumer.", "admin.")
-_FLOW_KEYS: Final = tuple(spec for spec in KEYS.values() if spec.scope is Scope.FLOW)
-_DEPRECATED_ALIASES: Final[Mapping[str, str]] = {
-    "topics.blacklist": "topics.exclude",
-    "groups.blacklist": "groups.exclude",
-    "config.properties.blacklist": "config.properties.exclude",
-}
-_JAVA_TOPIC_FILTERS: Final = (
-    "org.apache.kafka.connect.mirror.DefaultTopicFilter",
-    "DefaultTopicFilter",
-)
-_JAVA_GROUP_FILTERS: Final = (
-    "org.apache.kafka.connect.mirror.DefaultGroupFilter",
-    "DefaultGroupFilter",
-)
-_JAVA_PROPERTY_FILTERS: Final = (
-    "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
-    "DefaultConfigPropertyFilter",
-)
-_FORWARDING_ADMIN: Final = "org.apache.kafka.clients.admin.ForwardingAdmin"
-_WORKER_KEYS: Final = (
-    "exactly.once.source.support",
-    "offset.flush.interval.ms",
-    "offset.storage.topic",
-    "offset.storage.partitions",
-    "offset.storage.replication.factor",
-)
 
 
 @attrs.frozen
@@ -131,22 +81,16 @@ class ConfigWarning:
         return f"{self.key}: {self.message}"
 
 
-def _strip(settings: Mapping[str, Setting], prefix: str) -> dict[str, Setting]:
-    return {k[len(prefix) :]: v for k, v in settings.items() if k.startswith(prefix)}
-
-
-def _is_client_prefixed(key: str) -> bool:
-    # MM2: key.matches("(^consumer.*|^producer.*|^admin.*)")
-    return key.startswith(("consumer", "producer", "admin"))
-
-
 @attrs.frozen(eq=False)
 class FlowConfig:
     """The configuration of the replication flow ``source -> target``.
 
     Settings are resolved with MM2's precedence (``A->B.key`` > top-level ``key`` > default) and
     parsed to Python types; :meth:`get` answers any registered key, and the properties below
-    name the ones the engine uses. Intervals are in seconds, ``None`` when the task is disabled.
+    name the ones the engine uses, each after its key in Python spelling
+    (:attr:`KeySpec.attribute <mirrorlib.core.config.keys.KeySpec.attribute>`:
+    ``offset.flush.interval.ms`` → ``offset_flush_interval``). Durations are in seconds;
+    intervals are ``None`` when the task is disabled.
     """
 
     source: str
@@ -390,7 +334,7 @@ class FlowConfig:
         return value
 
     @property
-    def transaction_interval(self) -> float:
+    def transaction_boundary_interval(self) -> float:
         """``transaction.boundary.interval.ms`` in seconds (exactly-once commit period)."""
         return self._int("transaction.boundary.interval.ms") / 1000.0
 
@@ -480,23 +424,6 @@ class FlowConfig:
         suffix = "" if task is None else f"-{task}"
         return f"{self.name}|{connector}{suffix}|{role}"
 
-    def _java_client(self, side: Literal["source", "target"], role: str) -> dict[str, Setting]:
-        # MirrorConnectorConfig: "<side>.cluster.*" cut to connection keys, then the flow's
-        # "<role>.*", then the cluster's "<side>.<role>.*".
-        props = {
-            k: v
-            for k, v in _strip(self._connector, f"{side}.cluster.").items()
-            if is_client_connection_key(k)
-        }
-        flow_level = _strip(self._connector, f"{role}.")
-        flow_level.pop("poll.timeout.ms" if role == "consumer" else "timeout.ms", None)
-        props.update(flow_level)
-        props.update(_strip(self._connector, f"{side}.{role}."))
-        if role == "consumer":
-            props["enable.auto.commit"] = Setting("false", _MIRRORLIB)
-            props.setdefault("auto.offset.reset", Setting("earliest", _MIRRORLIB))
-        return props
-
     def client_settings(
         self, side: Literal["source", "target"], role: str, *, label: str | None = None
     ) -> ClientSettings:
@@ -509,11 +436,11 @@ class FlowConfig:
         if role not in ROLES:
             raise ConfigError(f"unknown client role {role!r}: expected one of {', '.join(ROLES)}")
         alias = self.source if side == "source" else self.target
-        java = self._java_client(side, role)
+        java = flow_client_java(self._connector, side, role)
         if label is not None:
             user = java.get("client.id")
             value = label if user is None else f"{user.value}|{label}"
-            java["client.id"] = Setting(value, user.origin if user else _MIRRORLIB)
+            java["client.id"] = Setting(value, user.origin if user else MIRRORLIB)
         if self._require_bootstrap and "bootstrap.servers" not in java:
             raise ConfigError(
                 f"cluster {alias} has no bootstrap.servers: set {alias}.bootstrap.servers",
@@ -596,7 +523,9 @@ class MirrorConfig:
     @classmethod
     def from_parsed(cls, parsed: ParsedProperties) -> MirrorConfig:
         """Build from already parsed properties (keeps their line numbers for messages)."""
-        return _Builder(parsed).build()
+        from mirrorlib.core.config.build import build  # the builder constructs this model
+
+        return build(parsed)
 
     # -- the contract -----------------------------------------------------------------------------
 
@@ -649,7 +578,7 @@ class MirrorConfig:
             raise ConfigError(
                 f"unknown client role {role!r}: expected one of {', '.join(ROLES)}", alias=alias
             )
-        java = _Builder.client_java(self._values, self.clusters, alias, role)
+        java = client_java(self._values, self.clusters, alias, role)
         if "bootstrap.servers" not in java:
             raise ConfigError(
                 f"cluster {alias} has no bootstrap.servers: set {alias}.bootstrap.servers",
@@ -662,10 +591,7 @@ class MirrorConfig:
         """MM2's ``clusterProps(alias)``: the cluster's ``alias.*`` keys (prefix stripped) with
         connection keys defaulted from the top level, variables resolved. For ``MirrorClient``."""
         self._check_alias(alias)
-        return {
-            k: v.value
-            for k, v in _Builder.cluster_props(self._values, self.clusters, alias).items()
-        }
+        return {k: v.value for k, v in cluster_props(self._values, self.clusters, alias).items()}
 
     def get(self, key: str) -> str | None:
         """The raw (variable-resolved) value of ``key`` as written, or ``None``."""
@@ -688,510 +614,3 @@ class MirrorConfig:
     def __repr__(self) -> str:
         flows = ", ".join(f.name for f in self.flows)
         return f"MirrorConfig(clusters={self.clusters!r}, flows=[{flows}])"
-
-
-class _Builder:
-    """Builds a :class:`MirrorConfig`: MM2's ``MirrorMakerConfig`` logic, step by step."""
-
-    def __init__(self, parsed: ParsedProperties) -> None:
-        self.parsed = parsed
-        resolved = resolve_variables(parsed.values)
-        self.values: dict[str, Setting] = {
-            k: Setting(v, k, k in resolved.secret_keys) for k, v in resolved.values.items()
-        }
-        self.warnings: list[ConfigWarning] = []
-
-    # -- helpers shared with MirrorConfig ---------------------------------------------------------
-
-    @staticmethod
-    def owner(clusters: tuple[str, ...], key: str) -> str | None:
-        """The alias whose ``alias.`` prefix ``key`` has (the longest one), or ``None``."""
-        best = None
-        for alias in clusters:
-            if key.startswith(alias + ".") and (best is None or len(alias) > len(best)):
-                best = alias
-        return best
-
-    @staticmethod
-    def flow_of(clusters: tuple[str, ...], key: str) -> tuple[str, str] | None:
-        best: tuple[str, str] | None = None
-        for source in clusters:
-            if not key.startswith(source + "->"):
-                continue
-            for target in clusters:
-                if (
-                    source != target
-                    and key.startswith(f"{source}->{target}.")
-                    and (best is None or len(source) + len(target) > len(best[0]) + len(best[1]))
-                ):
-                    best = (source, target)
-        return best
-
-    @staticmethod
-    def cluster_props(
-        values: Mapping[str, Setting], clusters: tuple[str, ...], alias: str
-    ) -> dict[str, Setting]:
-        """MM2's ``clusterProps``: ``alias.*`` stripped; connection keys copied to the
-        ``producer.``/``consumer.``/``admin.`` prefixes unless set there; then top-level
-        connection keys fill what is still missing."""
-        prefix = alias + "."
-        props = {
-            k[len(prefix) :]: v
-            for k, v in values.items()
-            if k.startswith(prefix) and _Builder.owner(clusters, k) == alias
-        }
-        for k, v in list(props.items()):
-            if is_client_connection_key(k):
-                for role in ROLES:
-                    props.setdefault(f"{role}.{k}", v)
-        for k, v in values.items():
-            if is_client_connection_key(k):
-                for role in ROLES:
-                    props.setdefault(f"{role}.{k}", v)
-                props.setdefault(k, v)
-        return props
-
-    @staticmethod
-    def client_java(
-        values: Mapping[str, Setting], clusters: tuple[str, ...], alias: str, role: str
-    ) -> dict[str, Setting]:
-        # MirrorClientConfig over originals + clusterProps(alias): connection keys with
-        # "<role>." overriding, plus (mirrorlib) the cluster's other "<alias>.<role>." settings.
-        merged: dict[str, Setting] = {
-            k: v for k, v in values.items() if "->" not in k and _Builder.owner(clusters, k) is None
-        }
-        merged.update(_Builder.cluster_props(values, clusters, alias))
-        java = {k: v for k, v in merged.items() if is_client_connection_key(k)}
-        for k, v in _strip(merged, f"{role}.").items():
-            if is_client_connection_key(k) or v.origin.startswith(f"{alias}.{role}."):
-                java[k] = v
-        return java
-
-    # -- building ---------------------------------------------------------------------------------
-
-    def error(self, key: str, message: str, *, alias: str | None = None) -> ConfigError:
-        setting = self.values.get(key)
-        value = None if setting is None else mask(key, setting.value, secret=setting.secret)
-        return ConfigError(
-            f"{key}{self.parsed.where(key)}: {message}", key=key, alias=alias, value=value
-        )
-
-    def warn(self, key: str, message: str, kind: WarningKind, alias: str | None = None) -> None:
-        self.warnings.append(ConfigWarning(key, message, kind, alias))
-
-    def clusters(self) -> tuple[str, ...]:
-        if "clusters" not in self.values:
-            raise ConfigError(
-                "clusters is missing: list the cluster aliases, e.g. clusters = primary, backup",
-                key="clusters",
-            )
-        setting = self.values["clusters"]
-        aliases = parse_value(
-            KEYS["clusters"], setting.value, key="clusters", secret=setting.secret
-        )
-        assert isinstance(aliases, tuple)
-        if not aliases:
-            raise self.error("clusters", "must name at least one cluster alias")
-        for alias in aliases:
-            if any(ch.isspace() for ch in alias) or "->" in alias:
-                raise ConfigError(
-                    f"clusters: invalid cluster alias {alias!r} (aliases cannot contain "
-                    f"whitespace or '->').{inline_comment_hint(setting.value)}",
-                    key="clusters",
-                    alias=alias,
-                    value=setting.value,
-                )
-        return aliases
-
-    def build(self) -> MirrorConfig:
-        clusters = self.clusters()
-        self.validate_top_level()
-        self.classify(clusters)
-        flows: dict[tuple[str, str], FlowConfig] = {}
-        pairs: list[tuple[str, str]] = []
-        for source in clusters:
-            for target in clusters:
-                if source == target:
-                    continue
-                flow = self.flow(clusters, source, target)
-                flows[(source, target)] = flow
-                # MM2's clusterPairs: only "A->B.enabled" (not a top-level "enabled") makes a
-                # pair run; otherwise it runs when it emits heartbeats.
-                explicit = f"{source}->{target}.enabled" in self.values
-                if (explicit and flow.enabled) or flow.emit_heartbeats_enabled:
-                    pairs.append((source, target))
-        for alias in clusters:
-            for role in ROLES:
-                java = self.client_java(self.values, clusters, alias, role)
-                for dropped in translate_client_settings(java, role=role, alias=alias).dropped:
-                    self.report_dropped(dropped, alias)
-        for source, target in pairs:
-            self.check_clients(flows[(source, target)])
-        unique = {(w.key, w.message): w for w in reversed(self.warnings)}
-        warnings = tuple(reversed(unique.values()))
-        return MirrorConfig(clusters, warnings, dict(self.values), flows, tuple(pairs))
-
-    def validate_top_level(self) -> None:
-        for key in ("security.protocol",):
-            if key in self.values:
-                setting = self.values[key]
-                parse_value(KEYS[key], setting.value, key=key, secret=setting.secret)
-
-    def connector_config(
-        self, clusters: tuple[str, ...], source: str, target: str
-    ) -> dict[str, Setting]:
-        """MM2's ``connectorBaseConfig(source->target)``."""
-        props: dict[str, Setting] = {}
-        for key, setting in self.values.items():
-            spec = KEYS.get(key)
-            wanted = (spec is not None and spec.scope is Scope.FLOW) or is_client_connection_key(
-                key
-            )
-            if wanted and "->" not in key and self.owner(clusters, key) is None:
-                props[key] = setting
-        for key, setting in self.values.items():
-            if key.startswith(("config.providers", "replication.policy")):
-                props[key] = setting
-        for side, alias in (("source", source), ("target", target)):
-            cluster = self.cluster_props(self.values, clusters, alias)
-            for key, setting in cluster.items():
-                if _is_client_prefixed(key):
-                    props[f"{side}.{key}"] = setting
-                else:
-                    props[f"{side}.cluster.{key}"] = setting
-        props.setdefault("source.cluster.alias", Setting(source, _MIRRORLIB))
-        props.setdefault("target.cluster.alias", Setting(target, _MIRRORLIB))
-        prefix = f"{source}->{target}."
-        for key, setting in self.values.items():
-            if key.startswith(prefix) and self.flow_of(clusters, key) == (source, target):
-                props[key[len(prefix) :]] = setting
-        props.setdefault("enabled", Setting("false", _MIRRORLIB))
-        return props
-
-    def parse(self, spec: KeySpec, setting: Setting, flow: str) -> ConfigValue:
-        return parse_value(
-            spec, setting.value, key=setting.origin, alias=flow, secret=setting.secret
-        )
-
-    def flow(self, clusters: tuple[str, ...], source: str, target: str) -> FlowConfig:
-        name = f"{source}->{target}"
-        connector = self.connector_config(clusters, source, target)
-        values: dict[str, ConfigValue] = {}
-        origins: dict[str, str] = {}
-        for spec in _FLOW_KEYS:
-            setting = connector.get(spec.name)
-            if setting is None or setting.origin == _MIRRORLIB:
-                values[spec.name] = spec.parsed_default
-                continue
-            values[spec.name] = self.parse(spec, setting, name)
-            origins[spec.name] = setting.origin
-        # The deprecated *.blacklist names stand in for *.exclude when it is unset (MM2 3.x).
-        for old, new in _DEPRECATED_ALIASES.items():
-            if new not in origins and old in origins:
-                values[new] = values[old]
-                origins[new] = origins[old]
-        worker = self.worker_values(clusters, source, target)
-        originals = {k: v.value for k, v in connector.items()}
-        policy = self.policy(originals, connector, name)
-        flow = FlowConfig(
-            source,
-            target,
-            policy,
-            self.topic_filter(values, origins, originals, name),
-            self.group_filter(values, origins, originals, name),
-            self.property_filter(values, origins, originals, name),
-            values,
-            origins,
-            connector,
-            worker,
-        )
-        self.check_flow(flow)
-        return flow
-
-    def worker_values(
-        self, clusters: tuple[str, ...], source: str, target: str
-    ) -> dict[str, ConfigValue]:
-        """The worker keys mirrorlib uses, as MM2's ``workerConfig(source->target)`` resolves
-        them: the target's ``B.key``, overridden by a top-level key for the prefixes MM2 copies
-        (``offset.storage*``…)."""
-        out: dict[str, ConfigValue] = {}
-        for name in _WORKER_KEYS:
-            spec = KEYS[name]
-            setting = self.values.get(f"{target}.{name}")
-            if setting is not None and self.owner(clusters, setting.origin) != target:
-                setting = None
-            if name.startswith(WORKER_TOP_LEVEL_PREFIXES) and name in self.values:
-                setting = self.values[name]
-            if setting is None:
-                out[name] = spec.parsed_default
-            else:
-                out[name] = parse_value(
-                    spec, setting.value, key=setting.origin, alias=target, secret=setting.secret
-                )
-        if out["offset.storage.topic"] is None:
-            out["offset.storage.topic"] = f"mm2-offsets.{source}.internal"
-        return out
-
-    def policy(
-        self, originals: Mapping[str, str], connector: Mapping[str, Setting], flow: str
-    ) -> ReplicationPolicy:
-        try:
-            return load_policy(originals)
-        except ConfigError as exc:
-            setting = connector.get("replication.policy.class") or connector.get(
-                "replication.policy.separator"
-            )
-            origin = setting.origin if setting else "replication.policy.class"
-            raise ConfigError(
-                f"{origin} (flow {flow}): {exc}", key=origin, alias=flow, value=exc.value
-            ) from exc
-
-    def regex_list(
-        self, values: Mapping[str, ConfigValue], origins: Mapping[str, str], key: str, flow: str
-    ) -> RegexList:
-        patterns = values[key]
-        assert isinstance(patterns, tuple)
-        return RegexList.from_patterns(patterns, key=origins.get(key, key), alias=flow)
-
-    def class_setting(
-        self, values: Mapping[str, ConfigValue], origins: Mapping[str, str], key: str
-    ) -> tuple[str, str]:
-        name = values[key]
-        assert isinstance(name, str)
-        return name, origins.get(key, key)
-
-    def topic_filter(
-        self,
-        values: Mapping[str, ConfigValue],
-        origins: Mapping[str, str],
-        originals: Mapping[str, str],
-        flow: str,
-    ) -> TopicFilter:
-        name, key = self.class_setting(values, origins, "topic.filter.class")
-        return load_filter(
-            name,
-            key=key,
-            config=originals,
-            builtin_names=_JAVA_TOPIC_FILTERS,
-            builtin=lambda: DefaultTopicFilter(
-                self.regex_list(values, origins, "topics", flow),
-                self.regex_list(values, origins, "topics.exclude", flow),
-            ),
-            protocol=TopicFilter,
-        )
-
-    def group_filter(
-        self,
-        values: Mapping[str, ConfigValue],
-        origins: Mapping[str, str],
-        originals: Mapping[str, str],
-        flow: str,
-    ) -> GroupFilter:
-        name, key = self.class_setting(values, origins, "group.filter.class")
-        return load_filter(
-            name,
-            key=key,
-            config=originals,
-            builtin_names=_JAVA_GROUP_FILTERS,
-            builtin=lambda: DefaultGroupFilter(
-                self.regex_list(values, origins, "groups", flow),
-                self.regex_list(values, origins, "groups.exclude", flow),
-            ),
-            protocol=GroupFilter,
-        )
-
-    def property_filter(
-        self,
-        values: Mapping[str, ConfigValue],
-        origins: Mapping[str, str],
-        originals: Mapping[str, str],
-        flow: str,
-    ) -> ConfigPropertyFilter:
-        name, key = self.class_setting(values, origins, "config.property.filter.class")
-        use_defaults = values["use.defaults.from"]
-        assert isinstance(use_defaults, str)
-        return load_filter(
-            name,
-            key=key,
-            config=originals,
-            builtin_names=_JAVA_PROPERTY_FILTERS,
-            builtin=lambda: DefaultConfigPropertyFilter(
-                self.regex_list(values, origins, "config.properties.exclude", flow), use_defaults
-            ),
-            protocol=ConfigPropertyFilter,
-        )
-
-    def check_flow(self, flow: FlowConfig) -> None:
-        admin = flow.get("forwarding.admin.class")
-        if admin not in (_FORWARDING_ADMIN, "ForwardingAdmin"):
-            key = flow.origin("forwarding.admin.class") or "forwarding.admin.class"
-            raise ConfigError(
-                f"{key}={admin!r} (flow {flow.name}): custom ForwardingAdmin classes are Java "
-                "code and not supported by mirrorlib; remove the setting.",
-                key=key,
-                alias=flow.name,
-                value=str(admin),
-            )
-        transforms = flow.get("transforms")
-        if isinstance(transforms, tuple) and transforms:
-            key = flow.origin("transforms") or "transforms"
-            raise ConfigError(
-                f"{key} (flow {flow.name}): Connect single message transforms are not "
-                "supported; mirrorlib copies records unchanged.",
-                key=key,
-                alias=flow.name,
-                value=", ".join(transforms),
-            )
-        if flow.exactly_once_support == "required":
-            java = flow._java_client("source", "consumer")
-            level = java.get("isolation.level")
-            if level is None or level.value.strip() != "read_committed":
-                key = flow.origin("exactly.once.support") or "exactly.once.support"
-                raise ConfigError(
-                    f"{key}=required (flow {flow.name}) needs the source consumer's "
-                    f"isolation.level=read_committed: set {flow.source}.consumer.isolation.level"
-                    "=read_committed",
-                    key=key,
-                    alias=flow.name,
-                    value="required",
-                )
-
-    def check_clients(self, flow: FlowConfig) -> None:
-        checker = attrs.evolve(flow, require_bootstrap=False)
-        for side in ("source", "target"):
-            for role in ROLES:
-                settings = checker.client_settings(side, role)
-                for dropped in settings.dropped:
-                    self.report_dropped(dropped, flow.source if side == "source" else flow.target)
-
-    def report_dropped(self, dropped: DroppedSetting, alias: str) -> None:
-        if dropped.origin == _MIRRORLIB:
-            return
-        self.warn(
-            dropped.origin,
-            f"not passed to librdkafka: {dropped.reason}",
-            "unknown" if dropped.unknown else "dropped",
-            alias,
-        )
-
-    # -- reporting --------------------------------------------------------------------------------
-
-    def classify(self, clusters: tuple[str, ...]) -> None:
-        for key, setting in self.values.items():
-            if not setting.secret and inline_comment_hint(setting.value) and not is_sensitive(key):
-                self.warn(
-                    key,
-                    f"the value {setting.value!r} contains a '#' or '!' after a blank: Java "
-                    "properties have no inline comments, so it is part of the value",
-                    "suspicious",
-                )
-        for key in self.values:
-            if key == "clusters" or key.startswith("config.providers"):
-                continue
-            flow = self.flow_of(clusters, key)
-            if flow is not None:
-                self.classify_flow_key(key, key[len(f"{flow[0]}->{flow[1]}.") :], flow)
-                continue
-            head = key.split(".", 1)[0]
-            if "->" in head:
-                self.warn(
-                    key,
-                    "names a flow between clusters that are not in clusters; ignored (as by MM2)",
-                    "ignored",
-                )
-                continue
-            alias = self.owner(clusters, key)
-            if alias is not None:
-                self.classify_cluster_key(key, key[len(alias) + 1 :], alias)
-                continue
-            self.classify_top_key(key)
-
-    def status_warning(self, key: str, spec: KeySpec, alias: str | None) -> None:
-        if spec.status is Status.NOT_APPLICABLE:
-            self.warn(key, f"not applicable to mirrorlib: {spec.note}", "not-applicable", alias)
-        elif spec.name in _DEPRECATED_ALIASES:
-            self.warn(
-                key,
-                f"deprecated (removed in Kafka 4.0); honoured as "
-                f"{_DEPRECATED_ALIASES[spec.name]} — rename it",
-                "deprecated",
-                alias,
-            )
-
-    def classify_top_key(self, key: str) -> None:
-        spec = KEYS.get(key)
-        used_worker_key = spec is not None and spec.scope is Scope.WORKER and key in _WORKER_KEYS
-        if used_worker_key and key.startswith(WORKER_TOP_LEVEL_PREFIXES):
-            pass  # MM2 copies top-level offset.storage* into every worker config
-        elif used_worker_key:
-            self.warn(
-                key,
-                f"ignored at top level (as by MM2): worker settings apply per target "
-                f"cluster; write <target>.{key}",
-                "ignored",
-            )
-        elif spec is not None:
-            self.status_warning(key, spec, None)
-        elif key.startswith("replication.policy") or is_client_connection_key(key):
-            pass
-        elif is_worker_key(key):
-            self.warn(
-                key, "a Connect worker setting; not applicable to mirrorlib", "not-applicable"
-            )
-        elif key.startswith(_CLIENT_PREFIXES):
-            self.warn(
-                key,
-                "top-level client settings are ignored by MM2's flows; write "
-                f"<alias>.{key} (or <source>-><target>.{key})",
-                "ignored",
-            )
-        else:
-            self.warn(key, "not an MM2 configuration key; ignored", "unknown")
-
-    def classify_cluster_key(self, key: str, rest: str, alias: str) -> None:
-        spec = KEYS.get(rest)
-        if is_client_connection_key(rest) or rest.startswith(_CLIENT_PREFIXES):
-            return  # client settings: checked by translation
-        if spec is not None and spec.scope is Scope.WORKER:
-            self.status_warning(key, spec, alias)
-        elif spec is not None and spec.scope is Scope.FLOW:
-            self.warn(
-                key,
-                f"a flow setting has no effect on a cluster; write {rest} (all flows) "
-                f"or {alias}-><target>.{rest}",
-                "ignored",
-                alias,
-            )
-        elif is_worker_key(rest):
-            self.warn(
-                key,
-                "a Connect worker setting; not applicable to mirrorlib",
-                "not-applicable",
-                alias,
-            )
-        else:
-            self.warn(
-                key,
-                "not a client or MM2 setting; MM2 passes such keys to its Connect "
-                "worker only, mirrorlib ignores it",
-                "unknown",
-                alias,
-            )
-
-    def classify_flow_key(self, key: str, rest: str, flow: tuple[str, str]) -> None:
-        name = f"{flow[0]}->{flow[1]}"
-        spec = KEYS.get(rest)
-        if spec is not None and spec.scope is Scope.FLOW:
-            self.status_warning(key, spec, name)
-        elif rest.startswith(("source.", "target.", *_CLIENT_PREFIXES, "replication.policy")):
-            return
-        elif is_client_connection_key(rest):
-            self.warn(
-                key,
-                f"has no effect on clients (as in MM2); write {flow[0]}.{rest} or "
-                f"{name}.source.cluster.{rest}",
-                "ignored",
-                name,
-            )
-        else:
-            self.warn(key, "not an MM2 flow setting; ignored", "unknown", name)

@@ -1,0 +1,82 @@
+"""FlowSettings: one name per setting — a field holding a setting is named, and valued, like the
+FlowConfig property for it (the key in Python spelling, from the registry)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from mirrorlib import FlowConfig, MirrorConfig
+from mirrorlib.core.config import KEYS, Scope
+from mirrorlib.runtime.settings import NEVER, FlowSettings
+
+#: The Python names of the keys a flow reads (``offset.flush.interval.ms`` → ``offset_flush_interval``).
+KEY_NAMES = {spec.attribute for spec in KEYS.values() if spec.scope in (Scope.FLOW, Scope.WORKER)}
+
+#: Fields the runtime derives (they hold no one setting of the configuration).
+DERIVED = {
+    "should_replicate_config_property",
+    "source_consumer",
+    "source_admin",
+    "target_producer",
+    "target_consumer",
+    "target_admin",
+    "offset_syncs_producer",
+    "offset_syncs_consumer",
+    "offset_syncs_admin",
+    "replication_factor_explicit",
+    "transactional_id",
+    "copier_group_id",
+    "auto_offset_reset",
+    "consume_batch",
+}
+
+BASE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "127.0.0.1:1",
+    "B.bootstrap.servers": "127.0.0.1:2",
+    "A->B.enabled": "true",
+}
+
+
+def test_derived_fields_are_not_named_like_keys() -> None:
+    assert not DERIVED & KEY_NAMES
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {
+            "B.offset.flush.interval.ms": "1234",
+            "B.exactly.once.source.support": "enabled",
+            "B.offset.storage.topic": "progress",
+            "admin.timeout.ms": "4321",
+            "transaction.boundary.interval.ms": "250",
+            "offset-syncs.topic.location": "target",
+            "refresh.topics.enabled": "false",
+            "refresh.groups.enabled": "false",
+            "sync.topic.configs.enabled": "false",
+            "sync.group.offsets.enabled": "true",
+            "emit.checkpoints.interval.seconds": "7",
+            "emit.heartbeats.enabled": "false",
+            "offset.lag.max": "3",
+            "data.loss.action": "continue",
+        },
+    ],
+)
+def test_every_setting_has_the_name_and_value_of_its_flow_config_property(
+    extra: dict[str, str],
+) -> None:
+    cfg = MirrorConfig.from_properties({**BASE, **extra})
+    flow = cfg.flow("A", "B")
+    settings = FlowSettings.from_config(cfg, flow)
+    settings_fields = {f.name for f in attrs.fields(FlowSettings)}
+    assert settings_fields >= DERIVED
+    key_backed = settings_fields & KEY_NAMES
+    assert len(key_backed) > 20
+    for name in sorted(settings_fields - DERIVED):
+        assert hasattr(FlowConfig, name), f"FlowSettings.{name} is not a FlowConfig name"
+        expected, actual = getattr(flow, name), getattr(settings, name)
+        # the one conversion: a disabled periodic task's interval is NEVER instead of None
+        assert actual == expected or (expected is None and actual == NEVER), name

@@ -65,6 +65,7 @@ PURE_CORE = [
     "mirrorlib.core.checkpointing",
     "mirrorlib.core.config",
     "mirrorlib.core.plans",
+    "mirrorlib.core.retry",
     "mirrorlib",
 ]
 

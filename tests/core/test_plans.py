@@ -5,14 +5,15 @@ testReplicateTargetDefault) ported to plan values. No broker needed."""
 from __future__ import annotations
 
 import pickle
-import re
 from collections.abc import Callable
 
 import attrs
 import pytest
 
+from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.config.filters import DefaultConfigPropertyFilter
+from mirrorlib.core.config.keys import CONFIG_PROPERTIES_EXCLUDE_DEFAULT, parse_list
 from mirrorlib.core.plans import (
-    CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
     AclOperation,
     AclPermission,
     AclPlan,
@@ -21,11 +22,9 @@ from mirrorlib.core.plans import (
     ConfigOp,
     ConfigPlan,
     ConfigSource,
-    ConfigValue,
     CreateAcls,
     CreatePartitions,
     CreateTopic,
-    DefaultConfigPropertyFilter,
     FrozenMap,
     PatternType,
     Plan,
@@ -33,9 +32,9 @@ from mirrorlib.core.plans import (
     SkippedAcl,
     SkippedTopic,
     SkipReason,
+    TopicConfigEntry,
     TopicPlan,
     TopicSnapshot,
-    is_cycle,
     plan_acls,
     plan_topic_configs,
     plan_topics,
@@ -43,52 +42,42 @@ from mirrorlib.core.plans import (
     target_acl_rule,
     target_config,
 )
-from mirrorlib.core.policy import (
-    DefaultReplicationPolicy,
-    IdentityReplicationPolicy,
-    ReplicationPolicy,
-)
+from mirrorlib.core.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 SOURCE, TARGET = "source", "target"
 DEFAULT = DefaultReplicationPolicy()
-TOPICS_EXCLUDE_DEFAULT = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
-def mm2_should_replicate(
-    policy: ReplicationPolicy = DEFAULT,
-    include: tuple[str, ...] = (".*",),
-    exclude: tuple[str, ...] = TOPICS_EXCLUDE_DEFAULT,
-    heartbeats: bool = True,
-) -> Callable[[str], bool]:
-    """MM2's shouldReplicateTopic for flow source->target (test stand-in for the config module)."""
-    inc = re.compile("|".join(include)) if include else None
-    exc = re.compile("|".join(exclude)) if exclude else None
+def flow_rule(**props: str) -> Callable[[str], bool]:
+    """The production ``shouldReplicateTopic`` of flow source->target configured with ``props``
+    (``__`` in a name stands for ``.``)."""
+    config = {
+        "clusters": f"{SOURCE}, {TARGET}",
+        **{k.replace("__", "."): v for k, v in props.items()},
+    }
+    return MirrorConfig.from_properties(config).flow(SOURCE, TARGET).should_replicate_topic
 
-    def accept(topic: str) -> bool:
-        filtered = (inc is not None and inc.fullmatch(topic) is not None) and not (
-            exc is not None and exc.fullmatch(topic) is not None
-        )
-        return (
-            (filtered or (heartbeats and policy.is_heartbeats_topic(topic)))
-            and not policy.is_internal_topic(topic)
-            and not is_cycle(policy, topic, TARGET)
-        )
 
-    return accept
+def config_filter(**props: str) -> DefaultConfigPropertyFilter:
+    """The production config property filter configured with ``props`` (``__`` stands for ``.``)."""
+    return DefaultConfigPropertyFilter.from_config(
+        {k.replace("__", "."): v for k, v in props.items()}
+    )
 
 
 def everything(topic: str) -> bool:
     return True
 
 
-def topic(name: str, partitions: int = 1, **configs: ConfigValue | str) -> TopicSnapshot:
+def topic(name: str, partitions: int = 1, **configs: TopicConfigEntry | str) -> TopicSnapshot:
     return TopicSnapshot(name, partitions, {k.replace("_", "."): v for k, v in configs.items()})
 
 
 def topics_plan(sources, targets, **kw) -> TopicPlan:
     kw.setdefault("source_alias", SOURCE)
     kw.setdefault("policy", DEFAULT)
-    kw.setdefault("should_replicate", mm2_should_replicate())
+    kw.setdefault("should_replicate", flow_rule())
     kw.setdefault("replication_factor", 2)
     return plan_topics(sources, targets, **kw)
 
@@ -96,7 +85,7 @@ def topics_plan(sources, targets, **kw) -> TopicPlan:
 def configs_plan(sources, targets, **kw) -> ConfigPlan:
     kw.setdefault("source_alias", SOURCE)
     kw.setdefault("policy", DEFAULT)
-    kw.setdefault("should_replicate", mm2_should_replicate())
+    kw.setdefault("should_replicate", flow_rule())
     return plan_topic_configs(sources, targets, **kw)
 
 
@@ -112,20 +101,20 @@ def acls_plan(sources, targets=(), **kw) -> AclPlan:
 
 class TestValues:
     def test_config_value_constructors(self) -> None:
-        assert ConfigValue("v") == ConfigValue("v", False, False, False, "UNKNOWN_CONFIG")
-        d = ConfigValue.default("1")
+        assert TopicConfigEntry("v") == TopicConfigEntry("v", False, False, False, "UNKNOWN_CONFIG")
+        d = TopicConfigEntry.default("1")
         assert d.is_default and d.source == ConfigSource.DEFAULT_CONFIG == "DEFAULT_CONFIG"
-        o = ConfigValue.override("2")
+        o = TopicConfigEntry.override("2")
         assert not o.is_default and o.is_topic_override
-        assert not ConfigValue("3", source="DYNAMIC_BROKER_CONFIG").is_topic_override
+        assert not TopicConfigEntry("3", source="DYNAMIC_BROKER_CONFIG").is_topic_override
 
     def test_topic_snapshot_is_an_immutable_hashable_value(self) -> None:
         a = TopicSnapshot("t", 3, {"retention.ms": "1000"})
-        b = TopicSnapshot("t", 3, {"retention.ms": ConfigValue.override("1000")})
+        b = TopicSnapshot("t", 3, {"retention.ms": TopicConfigEntry.override("1000")})
         assert a == b and hash(a) == hash(b)
-        assert a.configs == {"retention.ms": ConfigValue.override("1000")}
+        assert a.configs == {"retention.ms": TopicConfigEntry.override("1000")}
         with pytest.raises(TypeError):
-            a.configs["x"] = ConfigValue("y")  # type: ignore[index]
+            a.configs["x"] = TopicConfigEntry("y")  # type: ignore[index]
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             a.partitions = 4  # type: ignore[misc]
         assert pickle.loads(pickle.dumps(a)) == a
@@ -151,13 +140,12 @@ class TestValues:
         assert str(r) == "ALLOW READ on TOPIC LITERAL 't' for User:a from host *"
 
 
-# -- config property filter (DefaultConfigPropertyFilter) -------------------------------------
+# -- config property filter (MM2's DefaultConfigPropertyFilter) ------------------------------
 
 
 class TestConfigPropertyFilter:
-    def test_default_excludes(self) -> None:
-        f = DefaultConfigPropertyFilter()
-        for prop in (
+    def test_planners_default_to_mm2_default_excludes(self) -> None:
+        excluded = (
             "follower.replication.throttled.replicas",
             "leader.replication.throttled.replicas",
             "message.timestamp.difference.max.ms",
@@ -166,42 +154,26 @@ class TestConfigPropertyFilter:
             "message.timestamp.type",
             "unclean.leader.election.enable",
             "min.insync.replicas",
-        ):
-            assert not f(prop), prop
-        assert set(CONFIG_PROPERTIES_EXCLUDE_DEFAULT) >= {"min.insync.replicas"}
-        for prop in ("retention.ms", "cleanup.policy", "name-1", "min.insync.replicasX"):
-            assert f(prop), prop
+        )
+        assert set(parse_list(CONFIG_PROPERTIES_EXCLUDE_DEFAULT)) == set(excluded)
+        kept = ("retention.ms", "cleanup.policy", "name-1", "min.insync.replicasX")
+        src = [TopicSnapshot("t", 1, {p: "1" for p in excluded + kept})]
+        (create,) = topics_plan(src, {}).creates
+        assert set(create.configs) == set(kept)
+        (alter,) = configs_plan(src, [TopicSnapshot("source.t", 1)]).alters
+        assert {op.key for op in alter.ops} == set(kept)
 
     def test_config_property_filtering(self) -> None:
         # testConfigPropertyFiltering
-        configs = {"name-1": ConfigValue("value-1"), "min.insync.replicas": ConfigValue("2")}
-        kept = target_config(configs, config_filter=DefaultConfigPropertyFilter())
+        configs = {
+            "name-1": TopicConfigEntry("value-1"),
+            "min.insync.replicas": TopicConfigEntry("2"),
+        }
+        kept = target_config(
+            configs, config_filter=config_filter().should_replicate_config_property
+        )
         assert "name-1" in kept
         assert "min.insync.replicas" not in kept
-
-    def test_regexes_from_a_list_value(self) -> None:
-        # testNewTopicConfigs's exclude list: escaped dots and a regex
-        f = DefaultConfigPropertyFilter.from_list(
-            r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
-            r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
-            r"unclean\.leader\.election\.enable, min\.insync\.replicas,exclude_param.*"
-        )
-        assert not f("exclude_param.param1")
-        assert not f("min.insync.replicas")
-        assert f("name-1")
-        assert f("log.message.timestamp.before.max.ms")  # the default list was replaced
-
-    def test_empty_list_excludes_nothing(self) -> None:
-        f = DefaultConfigPropertyFilter.from_list("  ")
-        assert f.exclude == () and f("min.insync.replicas")
-
-    def test_use_defaults_from(self) -> None:
-        assert not DefaultConfigPropertyFilter().should_replicate_source_default("x")
-        f = DefaultConfigPropertyFilter(use_defaults_from="source")
-        assert f.should_replicate_source_default("x")
-        with pytest.raises(ValueError, match="use.defaults.from"):
-            DefaultConfigPropertyFilter(use_defaults_from="both")  # type: ignore[arg-type]
-        assert pickle.loads(pickle.dumps(f)) == f
 
 
 # -- topic creation and partitions --------------------------------------------------------------
@@ -210,13 +182,15 @@ class TestConfigPropertyFilter:
 class TestPlanTopics:
     def test_new_topic_gets_source_partitions_and_filtered_configs(self) -> None:
         # testNewTopicConfigs
-        f = DefaultConfigPropertyFilter.from_list(r"min\.insync\.replicas, exclude_param.*")
+        f = config_filter(config__properties__exclude=r"min\.insync\.replicas, exclude_param.*")
         src = TopicSnapshot("testtopic", 3, {
-            "name-1": ConfigValue("value-1"),
-            "exclude_param.param1": ConfigValue("value-param1"),
-            "min.insync.replicas": ConfigValue("2"),
+            "name-1": TopicConfigEntry("value-1"),
+            "exclude_param.param1": TopicConfigEntry("value-param1"),
+            "min.insync.replicas": TopicConfigEntry("2"),
         })  # fmt: skip
-        plan = topics_plan([src], {}, config_filter=f, replication_factor=3)
+        plan = topics_plan(
+            [src], {}, config_filter=f.should_replicate_config_property, replication_factor=3
+        )
         assert plan.steps == (
             CreateTopic("source.testtopic", 3, 3, {"name-1": "value-1"}, source_topic="testtopic"),
         )
@@ -224,8 +198,8 @@ class TestPlanTopics:
 
     def test_refresh_creates_missing_topic_until_it_exists(self) -> None:
         # testRefreshTopicPartitions
-        src = [topic("topic", 1, cleanup_policy=ConfigValue("compact"),
-                     segment_bytes=ConfigValue("100"))]  # fmt: skip
+        src = [topic("topic", 1, cleanup_policy=TopicConfigEntry("compact"),
+                     segment_bytes=TopicConfigEntry("100"))]  # fmt: skip
         expected = CreateTopic(
             "source.topic", 1, 2, {"cleanup.policy": "compact", "segment.bytes": "100"},
             source_topic="topic",
@@ -243,15 +217,19 @@ class TestPlanTopics:
 
     def test_creation_config_rules(self) -> None:
         configs = {
-            "retention.ms": ConfigValue.override("1000"),
-            "segment.bytes": ConfigValue.default("1073741824"),
-            "cleanup.policy": ConfigValue("delete", source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
-            "compression.type": ConfigValue("gzip", source="DYNAMIC_BROKER_CONFIG"),
-            "max.message.bytes": ConfigValue("100", source="STATIC_BROKER_CONFIG"),
-            "secret.thing": ConfigValue(None, is_sensitive=True, source="DYNAMIC_TOPIC_CONFIG"),
-            "remote.storage": ConfigValue("x", is_read_only=True, source="DYNAMIC_TOPIC_CONFIG"),
-            "null.value": ConfigValue(None, source="DYNAMIC_TOPIC_CONFIG"),
-            "min.insync.replicas": ConfigValue.override("2"),
+            "retention.ms": TopicConfigEntry.override("1000"),
+            "segment.bytes": TopicConfigEntry.default("1073741824"),
+            "cleanup.policy": TopicConfigEntry("delete", source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            "compression.type": TopicConfigEntry("gzip", source="DYNAMIC_BROKER_CONFIG"),
+            "max.message.bytes": TopicConfigEntry("100", source="STATIC_BROKER_CONFIG"),
+            "secret.thing": TopicConfigEntry(
+                None, is_sensitive=True, source="DYNAMIC_TOPIC_CONFIG"
+            ),
+            "remote.storage": TopicConfigEntry(
+                "x", is_read_only=True, source="DYNAMIC_TOPIC_CONFIG"
+            ),
+            "null.value": TopicConfigEntry(None, source="DYNAMIC_TOPIC_CONFIG"),
+            "min.insync.replicas": TopicConfigEntry.override("2"),
         }
         src = [TopicSnapshot("t", 2, configs)]
         (create,) = topics_plan(src, {}).creates
@@ -316,10 +294,10 @@ class TestPlanTopics:
     def test_heartbeats_replicated_despite_filter(self) -> None:
         # testReplicatesHeartbeatsDespiteFilter / heartbeats.replication.enabled=false
         src = [topic("heartbeats"), topic("us-west.heartbeats"), topic("t")]
-        plan = topics_plan(src, {}, should_replicate=mm2_should_replicate(include=()))
+        plan = topics_plan(src, {}, should_replicate=flow_rule(topics=""))
         assert {c.name for c in plan.creates} == {"source.heartbeats", "source.us-west.heartbeats"}
         plan = topics_plan(
-            src, {}, should_replicate=mm2_should_replicate(include=(), heartbeats=False)
+            src, {}, should_replicate=flow_rule(topics="", heartbeats__replication__enabled="false")
         )
         assert plan.is_empty and len(plan.skipped) == 3
 
@@ -328,8 +306,9 @@ class TestPlanTopics:
         # from the target are not sent back
         policy = IdentityReplicationPolicy()
         src = [topic("t", 2), topic("target.t"), topic("heartbeats"), topic("target.heartbeats")]
+        accept = flow_rule(replication__policy__class=IDENTITY)
         plan = topics_plan(
-            src, {"t": 1}, policy=policy, should_replicate=mm2_should_replicate(policy),
+            src, {"t": 1}, policy=policy, should_replicate=accept,
             target_alias=TARGET,
         )  # fmt: skip
         assert plan.steps == (
@@ -356,7 +335,10 @@ class TestPlanTopics:
     def test_custom_separator(self) -> None:
         policy = DefaultReplicationPolicy(separator="__")
         (create,) = topics_plan(
-            [topic("t")], {}, policy=policy, should_replicate=mm2_should_replicate(policy)
+            [topic("t")],
+            {},
+            policy=policy,
+            should_replicate=flow_rule(replication__policy__separator="__"),
         ).creates
         assert create.name == "source__t"
 
@@ -367,12 +349,12 @@ class TestPlanTopics:
 class TestPlanTopicConfigs:
     def test_incremental_ops_target_defaults(self) -> None:
         src = [TopicSnapshot("t", 1, {
-            "retention.ms": ConfigValue.override("1000"),
-            "segment.bytes": ConfigValue.default("1073741824"),
-            "min.insync.replicas": ConfigValue.override("2"),
-            "max.message.bytes": ConfigValue("9", source="STATIC_BROKER_CONFIG"),
-            "secret": ConfigValue(None, is_sensitive=True),
-            "ro": ConfigValue("x", is_read_only=True),
+            "retention.ms": TopicConfigEntry.override("1000"),
+            "segment.bytes": TopicConfigEntry.default("1073741824"),
+            "min.insync.replicas": TopicConfigEntry.override("2"),
+            "max.message.bytes": TopicConfigEntry("9", source="STATIC_BROKER_CONFIG"),
+            "secret": TopicConfigEntry(None, is_sensitive=True),
+            "ro": TopicConfigEntry("x", is_read_only=True),
         })]  # fmt: skip
         plan = configs_plan(src, [TopicSnapshot("source.t", 1)])  # target configs unknown
         assert plan.steps == (
@@ -385,8 +367,8 @@ class TestPlanTopicConfigs:
         assert plan.alters == plan.steps
 
     def test_incremental_ops_source_defaults(self) -> None:
-        src = [topic("t", retention_ms=ConfigValue.override("1000"),
-                     segment_bytes=ConfigValue.default("1073741824"))]  # fmt: skip
+        src = [topic("t", retention_ms=TopicConfigEntry.override("1000"),
+                     segment_bytes=TopicConfigEntry.default("1073741824"))]  # fmt: skip
         plan = configs_plan(src, [TopicSnapshot("source.t", 1)], use_defaults_from="source")
         (alter,) = plan.alters
         assert alter.ops == (
@@ -396,15 +378,15 @@ class TestPlanTopicConfigs:
 
     def test_use_defaults_from_predicate(self) -> None:
         # MM2's ConfigPropertyFilter.shouldReplicateSourceDefault is per property
-        src = [topic("t", 1, retention_ms=ConfigValue.default("1"),
-                     segment_bytes=ConfigValue.default("2"))]  # fmt: skip
+        src = [topic("t", 1, retention_ms=TopicConfigEntry.default("1"),
+                     segment_bytes=TopicConfigEntry.default("2"))]  # fmt: skip
         plan = configs_plan(src, [TopicSnapshot("source.t", 1)],
                             use_defaults_from=lambda p: p == "retention.ms")  # fmt: skip
         assert plan.alters[0].ops == (
             ConfigOp("retention.ms", "SET", "1"),
             ConfigOp("segment.bytes", "DELETE"),
         )
-        f = DefaultConfigPropertyFilter(use_defaults_from="source")
+        f = config_filter(use__defaults__from="source")
         (create,) = topics_plan(
             src, {}, use_defaults_from=f.should_replicate_source_default
         ).creates
@@ -414,38 +396,43 @@ class TestPlanTopicConfigs:
 
     def test_replicate_target_default(self) -> None:
         # MirrorConnectorsIntegrationBaseTest.testReplicateTargetDefault
-        target = [topic("source.t", 1, retention_bytes=ConfigValue.default("-1"))]
-        src = [topic("t", 1, retention_bytes=ConfigValue.override("1000"))]
+        target = [topic("source.t", 1, retention_bytes=TopicConfigEntry.default("-1"))]
+        src = [topic("t", 1, retention_bytes=TopicConfigEntry.override("1000"))]
         (alter,) = configs_plan(src, target).alters
         assert alter.ops == (ConfigOp("retention.bytes", "SET", "1000"),)
         # the source override is removed: the target goes back to its own default
-        target = [topic("source.t", 1, retention_bytes=ConfigValue.override("1000"))]
-        src = [topic("t", 1, retention_bytes=ConfigValue.default("-1"))]
+        target = [topic("source.t", 1, retention_bytes=TopicConfigEntry.override("1000"))]
+        src = [topic("t", 1, retention_bytes=TopicConfigEntry.default("-1"))]
         (alter,) = configs_plan(src, target).alters
         assert alter.ops == (ConfigOp("retention.bytes", "DELETE"),)
         # and once it has, nothing is left to do
-        target = [topic("source.t", 1, retention_bytes=ConfigValue.default("-1"))]
+        target = [topic("source.t", 1, retention_bytes=TopicConfigEntry.default("-1"))]
         assert configs_plan(src, target).is_empty
 
     def test_replicate_source_default(self) -> None:
         # MirrorConnectorsIntegrationBaseTest.testReplicateSourceDefault: the target's own
         # overrides become the source's defaults, except excluded properties
-        f = DefaultConfigPropertyFilter.from_list("delete.retention.ms", "source")
-        src = [topic("t", 1, retention_bytes=ConfigValue.default("-1"),
-                     delete_retention_ms=ConfigValue.default("86400000"))]  # fmt: skip
-        target = [topic("source.t", 1, retention_bytes=ConfigValue.override("2000"),
-                        delete_retention_ms=ConfigValue.override("2000"))]  # fmt: skip
-        plan = configs_plan(src, target, config_filter=f, use_defaults_from="source")
+        f = config_filter(
+            config__properties__exclude="delete.retention.ms", use__defaults__from="source"
+        )
+        src = [topic("t", 1, retention_bytes=TopicConfigEntry.default("-1"),
+                     delete_retention_ms=TopicConfigEntry.default("86400000"))]  # fmt: skip
+        target = [topic("source.t", 1, retention_bytes=TopicConfigEntry.override("2000"),
+                        delete_retention_ms=TopicConfigEntry.override("2000"))]  # fmt: skip
+        plan = configs_plan(
+            src, target, config_filter=f.should_replicate_config_property,
+            use_defaults_from=f.should_replicate_source_default,
+        )  # fmt: skip
         (alter,) = plan.alters
         assert alter.ops == (ConfigOp("retention.bytes", "SET", "-1"),)
 
     def test_stable_state_is_empty_and_mm2_parity_resends(self) -> None:
-        src = [topic("t", 1, retention_ms=ConfigValue.override("1000"),
-                     segment_bytes=ConfigValue.default("1073741824"),
-                     cleanup_policy=ConfigValue.default("delete"))]  # fmt: skip
-        target = [topic("source.t", 1, retention_ms=ConfigValue.override("1000"),
-                        segment_bytes=ConfigValue.default("1073741824"),
-                        cleanup_policy=ConfigValue("delete", source="DYNAMIC_BROKER_CONFIG"))]  # fmt: skip
+        src = [topic("t", 1, retention_ms=TopicConfigEntry.override("1000"),
+                     segment_bytes=TopicConfigEntry.default("1073741824"),
+                     cleanup_policy=TopicConfigEntry.default("delete"))]  # fmt: skip
+        target = [topic("source.t", 1, retention_ms=TopicConfigEntry.override("1000"),
+                        segment_bytes=TopicConfigEntry.default("1073741824"),
+                        cleanup_policy=TopicConfigEntry("delete", source="DYNAMIC_BROKER_CONFIG"))]  # fmt: skip
         assert configs_plan(src, target).is_empty
         # MM2 sends everything again every time
         (alter,) = configs_plan(src, target, skip_unchanged=False).alters
@@ -456,8 +443,8 @@ class TestPlanTopicConfigs:
         )
 
     def test_set_when_target_value_differs_even_if_default(self) -> None:
-        src = [topic("t", 1, retention_ms=ConfigValue.override("1000"))]
-        target = [topic("source.t", 1, retention_ms=ConfigValue.default("604800000"))]
+        src = [topic("t", 1, retention_ms=TopicConfigEntry.override("1000"))]
+        target = [topic("source.t", 1, retention_ms=TopicConfigEntry.default("604800000"))]
         (alter,) = configs_plan(src, target).alters
         assert alter.ops == (ConfigOp("retention.ms", "SET", "1000"),)
 
@@ -470,8 +457,8 @@ class TestPlanTopicConfigs:
         assert plan.skipped == (SkippedTopic("__x", SkipReason.INTERNAL),)
 
     def test_excluded_configs_never_synced(self) -> None:
-        src = [topic("t", 1, **{k.replace(".", "_"): ConfigValue.override("1")
-                                for k in CONFIG_PROPERTIES_EXCLUDE_DEFAULT})]  # fmt: skip
+        src = [topic("t", 1, **{k.replace(".", "_"): TopicConfigEntry.override("1")
+                                for k in parse_list(CONFIG_PROPERTIES_EXCLUDE_DEFAULT)})]  # fmt: skip
         assert configs_plan(src, [TopicSnapshot("source.t", 1)]).is_empty
 
 
@@ -532,7 +519,7 @@ class TestPlanAcls:
             AclRule.topic("__consumer_offsets", "User:a", "READ"),
         ]
         present = [AclRule.topic("source.u", "User:a", "READ")]
-        plan = acls_plan(src, present, should_replicate=mm2_should_replicate(),
+        plan = acls_plan(src, present, should_replicate=flow_rule(),
                          target_alias=TARGET)  # fmt: skip
         assert plan.rules == (AclRule.topic("source.t", "User:a", "READ"),)
         assert set(plan.skipped) == {
@@ -541,7 +528,7 @@ class TestPlanAcls:
         }
         # once created on the target, nothing is left to do
         assert acls_plan(src, [*present, *plan.rules],
-                         should_replicate=mm2_should_replicate()).is_empty  # fmt: skip
+                         should_replicate=flow_rule()).is_empty  # fmt: skip
 
     def test_duplicates_collapse(self) -> None:
         # ALLOW ALL and ALLOW READ for the same principal both become ALLOW READ
@@ -561,45 +548,6 @@ class TestPlanAcls:
         assert acls_plan([], [AclRule.topic("source.t", "User:a", "READ")]).is_empty
 
 
-# -- cycles -----------------------------------------------------------------------------------
-
-
-class TestIsCycle:
-    def test_no_cycles(self) -> None:
-        # testNoCycles
-        accept = mm2_should_replicate(exclude=())
-        for t in ("target.topic1", "target.source.topic1", "source.target.topic1",
-                  "target.source.target.topic1", "source.target.source.topic1"):  # fmt: skip
-            assert not accept(t), t
-        assert accept("topic1") and accept("source.topic1")
-
-    def test_identity(self) -> None:
-        # testIdentityReplication
-        policy = IdentityReplicationPolicy()
-        accept = mm2_should_replicate(policy, exclude=())
-        for t in ("target.topic1", "target.source.topic1", "topic1", "othersource.topic1",
-                  "heartbeats", "othersource.heartbeats"):  # fmt: skip
-            assert accept(t), t
-        for t in ("target.heartbeats", "target.source.heartbeats", "source.target.heartbeats"):
-            assert not accept(t), t
-
-    def test_null_upstream_topic_does_not_throw(self) -> None:
-        # testIsCycleWithNullUpstreamTopic
-        class Custom(DefaultReplicationPolicy):
-            def upstream_topic(self, topic: str) -> str | None:
-                return None
-
-        assert not is_cycle(Custom(), ".b", TARGET)
-        assert not is_cycle(Custom(), "x.b", TARGET)
-
-    def test_self_referencing_policy_terminates(self) -> None:
-        class Loop(DefaultReplicationPolicy):
-            def upstream_topic(self, topic: str) -> str | None:
-                return "x.a" if topic == "x.b" else "x.b"
-
-        assert not is_cycle(Loop(), "x.b", TARGET)
-
-
 # -- plans as values --------------------------------------------------------------------------
 
 
@@ -611,8 +559,8 @@ class TestPlanValues:
                  topic("__x")],
                 {"source.b": 3},
             )
-            + configs_plan([topic("b", 4, retention_ms="5", segment_bytes=ConfigValue.default("1"))],
-                           [topic("source.b", 3, segment_bytes=ConfigValue.override("2"))])
+            + configs_plan([topic("b", 4, retention_ms="5", segment_bytes=TopicConfigEntry.default("1"))],
+                           [topic("source.b", 3, segment_bytes=TopicConfigEntry.override("2"))])
             + acls_plan([AclRule.topic("a", "User:x", "ALL"),
                          AclRule.topic("a", "User:x", "WRITE")])
         )  # fmt: skip

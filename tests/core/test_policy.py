@@ -12,7 +12,7 @@ from mirrorlib import (
     IdentityReplicationPolicy,
     ReplicationPolicy,
 )
-from mirrorlib.core.policy import java_split, load_policy
+from mirrorlib.core.policy import is_cycle, java_split, load_policy
 from tests.fixtures.custom_policy import UpperPrefixPolicy
 
 
@@ -226,3 +226,54 @@ def test_load_policy_errors_name_the_key(name: str, match: str) -> None:
         load_policy({"replication.policy.class": name})
     assert info.value.key == "replication.policy.class"
     assert "replication.policy.class" in str(info.value)
+
+
+# -- isCycle (MirrorSourceConnectorTest) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("topic", "cycle"),
+    [
+        ("target.topic1", True),
+        ("target.source.topic1", True),
+        ("source.target.topic1", True),
+        ("target.source.target.topic1", True),
+        ("source.target.source.topic1", True),
+        ("topic1", False),
+        ("source.topic1", False),  # only the *target* alias is looked for upstream
+        ("othersource.topic1", False),
+        ("other.another.topic1", False),
+    ],
+)
+def test_is_cycle_default_policy(topic: str, cycle: bool) -> None:
+    # testNoCycles
+    assert is_cycle(DefaultReplicationPolicy(), topic, "target") is cycle
+
+
+def test_is_cycle_identity_policy_only_sees_heartbeats() -> None:
+    # testIdentityReplication: remote names equal the source names, so only heartbeats topics
+    # (which keep the prefix) can be seen to come from the target
+    policy = IdentityReplicationPolicy()
+    for topic in ("target.topic1", "target.source.topic1", "topic1", "heartbeats"):
+        assert not is_cycle(policy, topic, "target"), topic
+    for topic in ("target.heartbeats", "target.source.heartbeats", "source.target.heartbeats"):
+        assert is_cycle(policy, topic, "target"), topic
+
+
+def test_is_cycle_with_null_upstream_topic() -> None:
+    # testIsCycleWithNullUpstreamTopic
+    class Custom(DefaultReplicationPolicy):
+        def upstream_topic(self, topic: str) -> str | None:
+            return None
+
+    assert not is_cycle(Custom(), ".b", "target")
+    assert not is_cycle(Custom(), "x.b", "target")
+    assert is_cycle(Custom(), "target.b", "target")
+
+
+def test_is_cycle_terminates_on_a_looping_policy() -> None:
+    class Loop(DefaultReplicationPolicy):
+        def upstream_topic(self, topic: str) -> str | None:
+            return "x.a" if topic == "x.b" else "x.b"
+
+    assert not is_cycle(Loop(), "x.b", "target")

@@ -12,13 +12,14 @@ from collections.abc import Callable
 
 import pytest
 
+from mirrorlib.core.config.filters import DefaultConfigPropertyFilter
+from mirrorlib.core.config.keys import CONFIG_PROPERTIES_EXCLUDE_DEFAULT
 from mirrorlib.core.plans import (
     ConfigOp,
     ConfigPlan,
-    ConfigValue,
     CreatePartitions,
     CreateTopic,
-    DefaultConfigPropertyFilter,
+    TopicConfigEntry,
     TopicPlan,
     TopicSnapshot,
     plan_acls,
@@ -43,7 +44,12 @@ class Flow:
         self.a = ClusterAdmin(a.admin_client_config(), alias="A", timeout=15)
         self.b = ClusterAdmin(b.admin_client_config(), alias="B", timeout=15)
         self.prefix = prefix
-        self.options = {"use_defaults_from": "target", **options}
+        default_filter = DefaultConfigPropertyFilter.from_config({})
+        self.options = {
+            "use_defaults_from": "target",
+            "config_filter": default_filter.should_replicate_config_property,
+            **options,
+        }
 
     def accepts(self, topic: str) -> bool:
         return topic.startswith(self.prefix)
@@ -68,7 +74,7 @@ class Flow:
             should_replicate=self.accepts,
             replication_factor=1,
             target_alias="B",
-            config_filter=self.options.get("config_filter", DefaultConfigPropertyFilter()),
+            config_filter=self.options["config_filter"],
             use_defaults_from=self.options["use_defaults_from"],
         )
 
@@ -80,7 +86,7 @@ class Flow:
             policy=POLICY,
             should_replicate=self.accepts,
             target_alias="B",
-            config_filter=self.options.get("config_filter", DefaultConfigPropertyFilter()),
+            config_filter=self.options["config_filter"],
             use_defaults_from=self.options["use_defaults_from"],
         )
 
@@ -149,7 +155,7 @@ def test_snapshot_reads_partitions_and_configs(flow) -> None:
     assert set(snap) == {name}
     assert snap[name].partitions == 3
     retention = snap[name].configs["retention.ms"]
-    assert retention == ConfigValue("3600000", source="DYNAMIC_TOPIC_CONFIG")
+    assert retention == TopicConfigEntry("3600000", source="DYNAMIC_TOPIC_CONFIG")
     segment = snap[name].configs["segment.bytes"]
     assert segment.is_default and segment.source == "DEFAULT_CONFIG"
     assert f.a.list_topics()[name] == 3
@@ -257,9 +263,12 @@ def test_use_defaults_from_source(flow) -> None:
     # excluded configs, which keep the target's own overrides
     f = flow(
         use_defaults_from="source",
-        config_filter=DefaultConfigPropertyFilter.from_list(
-            ", ".join([*DefaultConfigPropertyFilter().exclude, r"delete\.retention\.ms"])
-        ),
+        config_filter=DefaultConfigPropertyFilter.from_config(
+            {
+                "config.properties.exclude": CONFIG_PROPERTIES_EXCLUDE_DEFAULT
+                + r", delete\.retention\.ms"
+            }
+        ).should_replicate_config_property,
     )
     name = f.prefix + "-src"
     remote = f.remote(name)

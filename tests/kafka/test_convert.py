@@ -13,7 +13,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorlib.core.plans import AclRule, ConfigValue
+from mirrorlib.core.plans import AclRule, TopicConfigEntry
 from mirrorlib.errors import (
     ClusterTimeoutError,
     KafkaRequestError,
@@ -24,13 +24,13 @@ from mirrorlib.kafka.admin import from_acl_binding, from_config_entry, kafka_err
 
 
 def test_config_entry_sources_as_ints_or_enums() -> None:
-    assert from_config_entry(ConfigEntry("retention.ms", "1", source=1)) == ConfigValue.override(
-        "1"
-    )
+    assert from_config_entry(
+        ConfigEntry("retention.ms", "1", source=1)
+    ) == TopicConfigEntry.override("1")
     entry = ConfigEntry("segment.bytes", "2", source=ConfigSource.DEFAULT_CONFIG, is_default=True)
-    assert from_config_entry(entry) == ConfigValue.default("2")
+    assert from_config_entry(entry) == TopicConfigEntry.default("2")
     entry = ConfigEntry("x", None, source=99, is_sensitive=True, is_read_only=True)
-    assert from_config_entry(entry) == ConfigValue(None, False, True, True, "UNKNOWN_CONFIG")
+    assert from_config_entry(entry) == TopicConfigEntry(None, False, True, True, "UNKNOWN_CONFIG")
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ __all__ = [
     "DefaultReplicationPolicy",
     "IdentityReplicationPolicy",
     "ReplicationPolicy",
+    "is_cycle",
     "java_split",
     "load_policy",
 ]
@@ -288,6 +289,31 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
             f"separator={self.separator!r}, "
             f"internal_topic_separator_enabled={self.internal_topic_separator_enabled})"
         )
+
+
+def is_cycle(policy: ReplicationPolicy, topic: str, target_alias: str) -> bool:
+    """MM2's ``MirrorSourceConnector.isCycle``: whether ``topic`` came (possibly over several
+    hops) from the cluster ``target_alias``, so that replicating it there would send it home.
+
+    Follows :meth:`~ReplicationPolicy.topic_source` and :meth:`~ReplicationPolicy.upstream_topic`
+    hop by hop like MM2's recursion: a topic without a source is no cycle, one whose source is
+    ``target_alias`` is; an upstream topic that is ``None`` or the topic itself (the identity
+    policy) ends the search. Unlike MM2, a custom policy whose upstream topics loop ends the search
+    too, instead of recursing forever.
+    """
+    seen: set[str] = set()
+    while topic not in seen:
+        seen.add(topic)
+        source = policy.topic_source(topic)
+        if source is None:
+            return False
+        if source == target_alias:
+            return True
+        upstream = policy.upstream_topic(topic)
+        if upstream is None or upstream == topic:
+            return False
+        topic = upstream
+    return False
 
 
 _JAVA_BUILTINS: Final[Mapping[str, type[ReplicationPolicy]]] = {

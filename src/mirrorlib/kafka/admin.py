@@ -56,7 +56,6 @@ from mirrorlib.core.plans import (
     AclPermission,
     AclRule,
     AlterTopicConfigs,
-    ConfigValue,
     CreateAcls,
     CreatePartitions,
     CreateTopic,
@@ -64,6 +63,7 @@ from mirrorlib.core.plans import (
     Plan,
     ResourceType,
     Step,
+    TopicConfigEntry,
     TopicSnapshot,
 )
 from mirrorlib.errors import (
@@ -176,10 +176,10 @@ def _config_source_name(source: Any) -> str:
     return str(name)
 
 
-def from_config_entry(entry: Any) -> ConfigValue:
-    """A :class:`~mirrorlib.core.plans.ConfigValue` from a ``confluent_kafka.admin.ConfigEntry``."""
+def from_config_entry(entry: Any) -> TopicConfigEntry:
+    """A :class:`~mirrorlib.core.plans.TopicConfigEntry` from a confluent-kafka ``ConfigEntry``."""
     source = _config_source_name(entry.source)
-    return ConfigValue(
+    return TopicConfigEntry(
         entry.value,
         is_default=bool(entry.is_default),
         is_sensitive=bool(entry.is_sensitive),
@@ -383,9 +383,9 @@ class ClusterAdmin:
 
     def describe_configs(
         self, topics: Iterable[str], *, timeout: float | None = None
-    ) -> dict[str, dict[str, ConfigValue]]:
-        """Topic → config name → :class:`~mirrorlib.core.plans.ConfigValue` (every entry Kafka
-        describes). Topics that no longer exist are left out."""
+    ) -> dict[str, dict[str, TopicConfigEntry]]:
+        """Topic → config name → :class:`~mirrorlib.core.plans.TopicConfigEntry` (every entry
+        Kafka describes). Topics that no longer exist are left out."""
         names = sorted(set(topics))
         if not names:
             return {}
@@ -395,7 +395,7 @@ class ClusterAdmin:
             "describe configs",
             lambda: self.client.describe_configs(resources, request_timeout=t),
         )
-        out: dict[str, dict[str, ConfigValue]] = {}
+        out: dict[str, dict[str, TopicConfigEntry]] = {}
         for resource, future in futures.items():
             name = resource.name
             try:

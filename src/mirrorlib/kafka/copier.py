@@ -45,6 +45,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.records import TopicPartition
+from mirrorlib.core.retry import Backoff
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
@@ -57,7 +58,8 @@ __all__ = ["Copier", "DataLossError"]
 
 log = logging.getLogger(__name__)
 
-_RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+#: back-off (seconds) of a copier restart and of a parked partition's retries
+_BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 # bytes a single-record batch adds around a record's key and value (batch header and varints)
 _RECORD_OVERHEAD = 96
 
@@ -78,6 +80,7 @@ class _Part:
     __slots__ = (
         "acked",
         "acks",
+        "backoff",
         "blocked_at",
         "dr",
         "failed",
@@ -87,7 +90,6 @@ class _Part:
         "max_bytes",
         "parked_until",
         "remote",
-        "retries",
         "sampled_ts",
         "sent",
         "stats",
@@ -111,7 +113,7 @@ class _Part:
         self.acked: int | None = None  # last upstream offset acknowledged contiguously
         self.blocked_at: int | None = None  # first upstream offset whose delivery failed
         self.parked_until = 0.0
-        self.retries = 0
+        self.backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)  # of parking retries
         self.txn_last: int | None = None  # EOS: last upstream offset produced in open txn
         self.sent: list[int] = []  # upstream offsets produced, unacknowledged from `head` on
         self.head = 0
@@ -262,12 +264,12 @@ class Copier:
             self.positions.close()
 
     def _run(self, stop: threading.Event) -> None:
-        attempt = 0
+        backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
         while not stop.is_set() and self.failed is None:
             try:
                 self._open()
                 self.stats.set_error("copier", None)
-                attempt = 0
+                backoff.reset()
                 self._loop(stop)
                 self._close(graceful=True)
             except DataLossError as exc:
@@ -277,14 +279,13 @@ class Copier:
                 log.error("flow %s stopped: %s", self.s.name, exc)
                 self._close(graceful=False)
             except Exception as exc:
-                delay = _RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)]
-                attempt += 1
+                delay = backoff.next_delay()
                 self.stats.set_error(
                     "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
                 )
                 log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
                 self._close(graceful=False)
-                stop.wait(delay)
+                backoff.wait(stop)
 
     def _loop(self, stop: threading.Event) -> None:
         s = self.s
@@ -781,8 +782,7 @@ class Copier:
 
     def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
         """Stop a partition at ``offset`` and retry it later with back-off."""
-        delay = _RETRY_BACKOFF_S[min(part.retries, len(_RETRY_BACKOFF_S) - 1)]
-        part.retries += 1
+        delay = part.backoff.next_delay()
         if not part.parked_until:
             log.error(
                 "flow %s: %s; partition paused, retrying in %.0fs", self.s.name, reason, delay

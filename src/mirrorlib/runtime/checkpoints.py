@@ -26,6 +26,7 @@ from mirrorlib.core.checkpointing import (
     rename_topic,
 )
 from mirrorlib.core.records import Checkpoint, OffsetSync
+from mirrorlib.core.retry import Backoff
 from mirrorlib.core.syncs import lineage_from_headers
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import CodecError
@@ -91,17 +92,16 @@ class CheckpointTask:
 
     def run(self, stop: threading.Event) -> None:
         s = self.s
-        attempt = 0
+        backoff = Backoff(base=1.0, cap=60.0)
         while not stop.is_set():
             try:
                 self._run(stop)
                 return
             except Exception as exc:
-                delay = min(60.0, 2.0 ** min(attempt, 6))
-                attempt += 1
+                delay = backoff.next_delay()
                 self.stats.set_error("checkpoints", f"{type(exc).__name__}: {exc}")
                 log.exception("flow %s: checkpoint task failed; retrying in %.0fs", s.name, delay)
-                stop.wait(delay)
+                backoff.wait(stop)
 
     def _run(self, stop: threading.Event) -> None:
         s = self.s

@@ -19,6 +19,7 @@ import threading
 import time
 
 from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
+from mirrorlib.core.retry import Backoff
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka.admin import ClusterAdmin
 from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
@@ -80,15 +81,14 @@ class MetadataTask:
 
     def prepare(self, stop: threading.Event) -> bool:
         """Create the internal topics; retries until it succeeds or ``stop`` is set."""
-        attempt = 0
+        backoff = Backoff(base=1.0, cap=30.0)
         while not stop.is_set():
             try:
                 self._create_internal_topics()
                 self.stats.set_error("metadata", None)
                 return True
             except Exception as exc:
-                delay = min(30.0, 2.0 ** min(attempt, 5))
-                attempt += 1
+                delay = backoff.next_delay()
                 self.stats.set_error(
                     "metadata", f"creating internal topics: {exc} (retrying in {delay:.0f}s)"
                 )
@@ -99,7 +99,7 @@ class MetadataTask:
                     delay,
                 )
                 self._source = self._target = None
-                stop.wait(delay)
+                backoff.wait(stop)
         return False
 
     def _create_internal_topics(self) -> None:

@@ -174,6 +174,29 @@ def test_config_property_filter() -> None:
     assert DefaultConfigPropertyFilter.from_config({}).should_replicate_config_property("x")
 
 
+def test_config_property_filter_regex_list() -> None:
+    # MirrorSourceConnectorTest.testNewTopicConfigs's exclude list: escaped dots and a regex
+    f = DefaultConfigPropertyFilter.from_config(
+        {
+            "config.properties.exclude": r"follower\.replication\.throttled\.replicas, "
+            r"leader\.replication\.throttled\.replicas, message\.timestamp\.difference\.max\.ms, "
+            r"message\.timestamp\.type, unclean\.leader\.election\.enable, "
+            r"min\.insync\.replicas,exclude_param.*"
+        }
+    )
+    assert not f.should_replicate_config_property("exclude_param.param1")
+    assert not f.should_replicate_config_property("min.insync.replicas")
+    assert f.should_replicate_config_property("name-1")
+    # the default list was replaced
+    assert f.should_replicate_config_property("log.message.timestamp.before.max.ms")
+
+
+def test_config_property_filter_empty_list_excludes_nothing() -> None:
+    f = DefaultConfigPropertyFilter.from_config({"config.properties.exclude": "  "})
+    assert f.exclude.patterns == ()
+    assert f.should_replicate_config_property("min.insync.replicas")
+
+
 @pytest.mark.parametrize(
     ("patterns", "matches", "misses"),
     [

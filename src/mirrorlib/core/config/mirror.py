@@ -54,7 +54,7 @@ from mirrorlib.core.config.properties import (
     parse_properties,
     read_properties_file,
 )
-from mirrorlib.core.policy import ReplicationPolicy
+from mirrorlib.core.policy import ReplicationPolicy, is_cycle
 from mirrorlib.errors import ConfigError
 
 __all__ = ["ConfigWarning", "FlowConfig", "MirrorConfig", "WarningKind"]
@@ -376,21 +376,8 @@ class FlowConfig:
 
     def is_cycle(self, topic: str) -> bool:
         """MM2's ``isCycle``: whether ``topic`` came (possibly over several hops) from the
-        target, so replicating it would send it home."""
-        seen: set[str] = set()
-        current = topic
-        while current not in seen:
-            seen.add(current)
-            source = self.policy.topic_source(current)
-            if source is None:
-                return False
-            if source == self.target:
-                return True
-            upstream = self.policy.upstream_topic(current)
-            if upstream is None or upstream == current:
-                return False
-            current = upstream
-        return False
+        target, so replicating it would send it home (:func:`mirrorlib.core.policy.is_cycle`)."""
+        return is_cycle(self.policy, topic, self.target)
 
     def should_replicate_topic(self, topic: str) -> bool:
         """MM2's ``shouldReplicateTopic``: the topic filter accepts it (or it is a heartbeats

@@ -1,7 +1,8 @@
 """Partition counts, offsets, first timestamps and record digests, read for the out-of-process views
 (:mod:`mirrorlib.runtime.operations`: ``status`` and ``verify``).
 
-Every failure raises :class:`~mirrorlib.errors.ClusterError` naming the cluster or the partition.
+Requests that fail raise :class:`~mirrorlib.errors.ClusterError` naming the cluster or the
+partition.
 """
 
 from __future__ import annotations

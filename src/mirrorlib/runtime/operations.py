@@ -1,9 +1,10 @@
 """Out-of-process views of replication, read from the clusters: status, plan and verify.
 
-These are the I/O edge of ``mirrorlib status``, ``mirrorlib plan`` and ``mirrorlib verify``: they
-need only the configuration and the clusters — never a running :class:`~mirrorlib.Replicator` — so
+These are behind ``mirrorlib status``, ``mirrorlib plan`` and ``mirrorlib verify``: they need
+only the configuration and the clusters — never a running :class:`~mirrorlib.Replicator` — so
 they work from any machine, against MM2 as well as mirrorlib. The computations themselves are
-pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`.
+pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`; the reads from the
+clusters in :mod:`mirrorlib.kafka` (:mod:`mirrorlib.kafka.offsets` and friends).
 
 * :func:`flow_status` — per flow: state, per-partition lag in records and seconds, heartbeat age,
   last checkpoint age, errors;

@@ -1,14 +1,23 @@
-"""The package's shape: the public API pinned to the contract, the pure core kept pure, py.typed."""
+"""The package's shape: the public API pinned to the contract, the layers (core, kafka edge,
+runtime, entry points) kept apart, one exception tree, the old import paths kept, py.typed."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import mirrorlib
+import mirrorlib.core
+from mirrorlib.errors import MirrorError
 
 # ../shared/CONTRACT.md, "Imports". Adding a name is a deliberate act: update this list.
 CONTRACT = {
@@ -55,19 +64,16 @@ def test_py_typed_ships() -> None:
     assert (Path(mirrorlib.__file__).parent / "py.typed").is_file()
 
 
-PURE_CORE = [
-    "mirrorlib.errors",
-    "mirrorlib.core.policy",
-    "mirrorlib.core.records",
-    "mirrorlib.core.translate",
-    "mirrorlib.core.syncs",
-    "mirrorlib.core.connect_offsets",
-    "mirrorlib.core.checkpointing",
-    "mirrorlib.core.config",
-    "mirrorlib.core.plans",
-    "mirrorlib.core.retry",
-    "mirrorlib",
-]
+# -- the pure core ----------------------------------------------------------------------------
+
+
+def _modules(package: str) -> list[str]:
+    pkg = importlib.import_module(package)
+    found = [m.name for m in pkgutil.walk_packages(pkg.__path__, f"{package}.")]
+    return [package, *sorted(n for n in found if not n.endswith(".__main__"))]
+
+
+PURE = [*_modules("mirrorlib.core"), "mirrorlib", "mirrorlib.errors"]
 
 _BLOCKER = """
 import sys
@@ -84,9 +90,235 @@ assert not leaked, leaked
 """
 
 
-@pytest.mark.parametrize("module", PURE_CORE)
+def test_every_core_module_is_checked() -> None:
+    assert {
+        "mirrorlib.core.failover",
+        "mirrorlib.core.batches",
+        "mirrorlib.core.config.keys",
+    } <= set(PURE)
+
+
+@pytest.mark.parametrize("module", PURE)
 def test_pure_core_imports_neither_confluent_kafka_nor_pyspark(module: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", _BLOCKER, module], check=False, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _BLOCKER, module],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# -- the layers, read from the source -----------------------------------------------------------
+
+SRC = Path(mirrorlib.__file__).parent
+
+# What each layer may import from mirrorlib (besides itself); "" is the package root (the public
+# API). The compatibility modules and the package root re-export from every layer and are not a
+# layer.
+MAY_IMPORT = {
+    "core": {"errors"},
+    "kafka": {"errors", "core"},
+    "runtime": {"errors", "core", "kafka"},
+    "cli": {"", "errors", "core", "kafka", "runtime", "testing"},
+    "spark": {"", "errors", "core", "kafka", "runtime"},
+    "testing": {"errors"},
+    "errors": set(),
+}
+# confluent-kafka is used by the edge only, and by the test bed, which hands out confluent-kafka
+# clients to tests by design (KafkaCluster.produce/consume, admin_client).
+CONFLUENT_KAFKA_LAYERS = {"kafka", "testing"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[str, int, bool]]:
+    """``(imported module, line, only for type checking)`` of every import in ``tree``."""
+
+    def walk(node: ast.AST, typing_only: bool) -> Iterator[tuple[str, int, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) in (
+                "TYPE_CHECKING",
+                "typing.TYPE_CHECKING",
+            ):
+                for stmt in child.body:
+                    yield from walk(ast.Module(body=[stmt], type_ignores=[]), True)
+                for stmt in child.orelse:
+                    yield from walk(ast.Module(body=[stmt], type_ignores=[]), typing_only)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield alias.name, child.lineno, typing_only
+            elif isinstance(child, ast.ImportFrom):
+                assert child.level == 0, "relative import"
+                yield child.module or "", child.lineno, typing_only
+            yield from walk(child, typing_only)
+
+    yield from walk(tree, False)
+
+
+def _sources() -> list[tuple[str, ast.Module]]:
+    return [
+        (_module_name(path), ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(SRC.rglob("*.py"))
+    ]
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in MAY_IMPORT:
+        return None  # the package root, __main__ and the compatibility modules
+    return parts[1]
+
+
+def test_layers_import_only_what_is_below_them() -> None:
+    wrong = []
+    for module, tree in _sources():
+        layer = _layer(module)
+        for imported, line, typing_only in _imports(tree):
+            top = imported.split(".")[0]
+            where = f"{module}:{line} imports {imported}"
+            if top == "confluent_kafka" and layer not in CONFLUENT_KAFKA_LAYERS:
+                wrong.append(where)
+            if top == "pyspark" and layer != "spark":
+                wrong.append(where)
+            if top != "mirrorlib" or layer is None or typing_only:
+                continue
+            target = imported.split(".")[1] if "." in imported else ""
+            if target != layer and target not in MAY_IMPORT[layer]:
+                wrong.append(where)
+    assert wrong == []
+
+
+def test_the_layer_check_sees_imports_in_functions_and_skips_type_checking_blocks() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from mirrorlib.core.failover import FailoverPlan\n"
+        "def f():\n    from confluent_kafka import Producer\n"
+    )
+    assert list(_imports(tree)) == [
+        ("typing", 1, False),
+        ("mirrorlib.core.failover", 3, True),
+        ("confluent_kafka", 5, False),
+    ]
+
+
+def test_the_command_line_imports_the_demo_not_the_other_way() -> None:
+    demo = dict(_sources())["mirrorlib.cli.demo"]
+    assert not [m for m, _, _ in _imports(demo) if m == "mirrorlib.cli"]
+
+
+# -- one exception tree -------------------------------------------------------------------------
+
+
+def _all_modules() -> Iterator[object]:
+    for name in _modules("mirrorlib"):
+        try:
+            yield importlib.import_module(name)
+        except ImportError as exc:  # an optional extra (pyspark, pyarrow) is not installed
+            if (exc.name or "").split(".")[0] not in ("pyspark", "pyarrow", "prometheus_client"):
+                raise
+
+
+def test_every_exception_mirrorlib_defines_is_a_mirror_error_defined_in_errors() -> None:
+    defined = {
+        obj
+        for module in _all_modules()
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, BaseException) and obj.__module__.startswith("mirrorlib")
+    }
+    assert {c.__name__ for c in defined} >= {"DataLossError", "FailoverRefusedError"}
+    assert [c for c in defined if not issubclass(c, MirrorError)] == []
+    assert [c for c in defined if c.__module__ != "mirrorlib.errors"] == []
+
+
+def test_no_exception_class_is_defined_outside_errors() -> None:
+    """Also classes inside functions and modules of extras that are not installed."""
+    wrong = [
+        f"{module}: {node.name}"
+        for module, tree in _sources()
+        if module != "mirrorlib.errors"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(b).endswith(("Error", "Exception")) for b in node.bases)
+    ]
+    assert wrong == []
+
+
+def test_builtin_second_bases_keep_old_except_clauses_working() -> None:
+    from mirrorlib import errors
+
+    assert issubclass(errors.ConfigError, ValueError)
+    assert issubclass(errors.CodecError, ValueError)
+    assert issubclass(errors.DataLossError, RuntimeError)
+    assert issubclass(errors.ClusterTimeoutError, TimeoutError)
+    assert issubclass(errors.ClusterTimeoutError, errors.ClusterError)
+
+
+def test_exceptions_stay_importable_where_they_were() -> None:
+    from mirrorlib import errors
+    from mirrorlib.kafka import copier, ranges
+    from mirrorlib.runtime import failover
+
+    assert copier.DataLossError is ranges.DataLossError is errors.DataLossError
+    assert failover.FailoverRefusedError is errors.FailoverRefusedError
+
+
+def _tree(text: str) -> set[str]:
+    """The exception names drawn in the first fenced block of ``text``."""
+    block = text.split("```", 2)[1]
+    builtins = {"ValueError", "RuntimeError", "TimeoutError"}  # second bases, in parentheses
+    return set(re.findall(r"\b[A-Z]\w*Error\b", block)) - builtins
+
+
+def test_the_tree_is_drawn_whole_in_errors_and_in_the_docs() -> None:
+    from mirrorlib import errors
+
+    page = (Path(__file__).parent.parent / "docs" / "exceptions.md").read_text(encoding="utf-8")
+    assert _tree(errors.__doc__ or "") == set(errors.__all__)
+    assert _tree(page) == set(errors.__all__)
+
+
+# -- the old import paths -------------------------------------------------------------------------
+
+COMPATIBILITY = {
+    "mirrorlib.audit": "mirrorlib.core.audit",
+    "mirrorlib.client": "mirrorlib.kafka.client",
+    "mirrorlib.config": "mirrorlib.core.config",
+    "mirrorlib.config.keys": "mirrorlib.core.config.keys",
+    "mirrorlib.connect_offsets": "mirrorlib.core.connect_offsets",
+    "mirrorlib.failover": "mirrorlib.runtime.failover",
+    "mirrorlib.operations": "mirrorlib.runtime.operations",
+    "mirrorlib.policy": "mirrorlib.core.policy",
+    "mirrorlib.prometheus": "mirrorlib.runtime.prometheus",
+    "mirrorlib.records": "mirrorlib.core.records",
+    "mirrorlib.replicator": "mirrorlib.runtime.replicator",
+    "mirrorlib.syncs": "mirrorlib.core.syncs",
+    "mirrorlib.translate": "mirrorlib.core.translate",
+}
+
+
+@pytest.mark.parametrize(("old", "canonical"), sorted(COMPATIBILITY.items()))
+def test_old_import_path_re_exports_the_canonical_module(old: str, canonical: str) -> None:
+    compat = importlib.import_module(old)
+    module = importlib.import_module(canonical)
+    names = list(module.__all__)
+    assert names
+    for name in names:
+        assert getattr(compat, name) is getattr(module, name), f"{old}.{name}"
+    doc = (compat.__doc__ or "").strip()
+    assert "\n" not in doc and canonical in doc
+
+
+def test_every_top_level_module_is_a_layer_or_a_compatibility_path() -> None:
+    top = {m.name for m in pkgutil.iter_modules(mirrorlib.__path__, "mirrorlib.")}
+    layers = {f"mirrorlib.{layer}" for layer in MAY_IMPORT}
+    assert top - layers - {"mirrorlib.__main__"} == {
+        name for name in COMPATIBILITY if name.count(".") == 1
+    }

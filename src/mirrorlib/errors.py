@@ -1,26 +1,53 @@
 """The exception tree.
 
 Every error mirrorlib raises on purpose derives from :class:`MirrorError`, so a caller can catch the
-whole family with one ``except``. Messages name the culprit: the config key and cluster alias, the
-topic-partition, the record, or the cluster that failed.
+whole family with one ``except``; the embedded engine and the Spark engine raise the same types.
+Messages name the culprit: the config key and cluster alias, the topic-partition, the record, or
+the cluster that failed. Some classes keep a builtin second base, so that code written against
+the builtin keeps working (``except ValueError`` catches a :class:`ConfigError`).
 
 ```
 MirrorError
-├── ConfigError          invalid or unsupported configuration (names key, alias and value)
-├── CodecError           bytes that are not a valid checkpoint / heartbeat / offset sync
-└── ClusterError         a Kafka cluster could not be reached or refused a request
-    └── TestClusterError a local test cluster (mirrorlib.testing) failed to start or stop
+├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
+├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
+├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
+├── FailoverRefusedError         a failover was refused (group still active); .plan says why
+└── ClusterError                 a Kafka cluster could not be reached or refused a request
+    ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
+    ├── PlanApplyError           some steps of a plan failed; .result tells which
+    └── KafkaRequestError        a request failed (.cluster, .resource, .code, .retriable)
+        ├── ClusterTimeoutError (TimeoutError)
+        ├── SecurityDisabledError
+        ├── UnsupportedVersionError
+        └── AuthorizationError
+            ├── TopicAuthorizationError
+            └── ClusterAuthorizationError
 ```
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mirrorlib.core.failover import FailoverPlan
+
 __all__ = [
+    "AuthorizationError",
+    "ClusterAuthorizationError",
     "ClusterError",
+    "ClusterTimeoutError",
     "CodecError",
     "ConfigError",
+    "DataLossError",
+    "FailoverRefusedError",
+    "KafkaRequestError",
     "MirrorError",
+    "PlanApplyError",
+    "SecurityDisabledError",
     "TestClusterError",
+    "TopicAuthorizationError",
+    "UnsupportedVersionError",
 ]
 
 
@@ -51,6 +78,21 @@ class ConfigError(MirrorError, ValueError):
 
 class CodecError(MirrorError, ValueError):
     """Bytes that do not decode as the expected MM2 internal record."""
+
+
+class DataLossError(MirrorError, RuntimeError):
+    """The source no longer holds records a flow must copy (retention, a deleted and recreated
+    topic). Raised when ``data.loss.action`` is ``fail``, by the embedded copier (which stops the
+    flow) and by the Spark engine's read tasks; the message names the partition and the lost
+    offset range."""
+
+
+class FailoverRefusedError(MirrorError):
+    """The failover was refused (the group is still active somewhere); ``plan`` tells why."""
+
+    def __init__(self, message: str, plan: FailoverPlan) -> None:
+        super().__init__(message)
+        self.plan = plan
 
 
 class ClusterError(MirrorError):
@@ -90,8 +132,8 @@ class KafkaRequestError(ClusterError):
         self.retriable = retriable
 
 
-class ClusterTimeoutError(KafkaRequestError):
-    """A Kafka request did not complete within its timeout."""
+class ClusterTimeoutError(KafkaRequestError, TimeoutError):
+    """A Kafka request did not complete within its timeout (also a builtin ``TimeoutError``)."""
 
 
 class AuthorizationError(KafkaRequestError):
@@ -120,15 +162,3 @@ class PlanApplyError(ClusterError):
     def __init__(self, message: str, result: object) -> None:
         super().__init__(message)
         self.result = result
-
-
-__all__ += [
-    "AuthorizationError",
-    "ClusterAuthorizationError",
-    "ClusterTimeoutError",
-    "KafkaRequestError",
-    "PlanApplyError",
-    "SecurityDisabledError",
-    "TopicAuthorizationError",
-    "UnsupportedVersionError",
-]

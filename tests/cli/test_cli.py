@@ -79,7 +79,7 @@ def test_console_script_and_module_entry_points() -> None:
     )
     assert out.returncode == 0 and "failover" in out.stdout
     out = subprocess.run(
-        [sys.executable, "-m", "mirrorlib.cli.demo", "--help"],
+        [sys.executable, "-m", "mirrorlib", "demo", "--help"],
         capture_output=True,
         text=True,
         check=False,

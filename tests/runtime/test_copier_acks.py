@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from mirrorlib import MirrorConfig
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.kafka.copier import Copier, _Part
-from mirrorlib.runtime.catalog import TopicCatalog
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import StatsRegistry
 
 KEY = ("t", 0)
 

@@ -12,7 +12,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorlib import Checkpoint, Replicator
-from mirrorlib.runtime.status import FlowState
+from mirrorlib.core.status import FlowState
 from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.runtime.conftest import commit_group, config, end_offsets, produce, read_all, wait_for
 from tests.runtime.test_replicator import replicated

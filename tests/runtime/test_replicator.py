@@ -9,7 +9,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import Checkpoint, CodecError, Heartbeat, OffsetSync, Replicator
-from mirrorlib.runtime.status import FlowState
+from mirrorlib.core.status import FlowState
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import (
     commit_group,

@@ -134,8 +134,8 @@ def _end_progress() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mirrorlib.core.status import FlowState
     from mirrorlib.runtime.replicator import Replicator
-    from mirrorlib.runtime.status import FlowState
 
     config = _load(args.config)
     replicator = Replicator(config, clusters=args.clusters)

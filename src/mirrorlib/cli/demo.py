@@ -1,4 +1,4 @@
-"""``mirrorlib demo`` (also ``python -m mirrorlib.cli.demo``): disaster recovery end to end, locally.
+"""``mirrorlib demo``: disaster recovery end to end, locally.
 
 1. starts two local Kafka clusters, ``A`` (primary) and ``B`` (standby);
 2. produces orders to ``orders`` on ``A``;
@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["main", "run_demo"]
+__all__ = ["run_demo"]
 
 
 def _say(text: str = "") -> None:
@@ -41,19 +40,15 @@ def _consume(
     timeout: float = 30.0,
     idle: float | None = None,
 ) -> list[Any]:
-    from confluent_kafka import Consumer
+    from mirrorlib.kafka import new_consumer
 
-    from mirrorlib.kafka import client_conf
-
-    consumer = Consumer(
-        client_conf(
-            {
-                **bootstrap_conf,
-                "group.id": group,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-            }
-        )
+    consumer = new_consumer(
+        {
+            **bootstrap_conf,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
     )
     consumer.subscribe([topic])
     got: list[Any] = []
@@ -91,10 +86,8 @@ def run_demo(
     """
     import logging
 
-    from confluent_kafka import Producer
-
     from mirrorlib import MirrorConfig, Replicator
-    from mirrorlib.kafka import client_conf
+    from mirrorlib.kafka import new_producer
     from mirrorlib.runtime.failover import failover
     from mirrorlib.testing import start_clusters
 
@@ -112,7 +105,7 @@ def run_demo(
         _say(f"   A at {a.bootstrap_servers}, B at {b.bootstrap_servers} "
              f"({time.monotonic() - started:.0f}s)")  # fmt: skip
         a.create_topic(topic, 3)
-        producer = Producer(client_conf(a.client_config()))
+        producer = new_producer(a.client_config())
         for i in range(records):
             producer.produce(topic, key=f"customer-{i % 17}", value=f"order #{i}",
                              partition=i % 3)  # fmt: skip
@@ -216,14 +209,3 @@ def _checkpointed(cluster: Any, group: str) -> dict[int, int]:
             }
     except Exception:
         return {}
-
-
-def main() -> None:
-    """``python -m mirrorlib.cli.demo``: the same as ``mirrorlib demo``."""
-    from mirrorlib.cli import main as cli_main
-
-    sys.exit(cli_main(["demo", *sys.argv[1:]]))
-
-
-if __name__ == "__main__":
-    main()

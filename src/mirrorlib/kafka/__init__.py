@@ -1,7 +1,10 @@
 """The I/O edge: confluent-kafka clients behind small interfaces (admin, groups, topic logs).
 
-Every client mirrorlib creates sends librdkafka's own log lines to the Python logger
-``mirrorlib.librdkafka`` (instead of stderr), via :func:`client_conf`.
+Only modules of this package (and the test bed :mod:`mirrorlib.testing`) import
+``confluent_kafka``; the runtime composes them. Every client mirrorlib creates sends librdkafka's
+own log lines to the Python logger ``mirrorlib.librdkafka`` (instead of stderr), via
+:func:`client_conf`; :func:`new_producer`, :func:`new_consumer` and :func:`new_admin_client`
+create clients that way.
 """
 
 from __future__ import annotations
@@ -12,7 +15,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LIBRDKAFKA_LOGGER", "client_conf"]
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+__all__ = [
+    "LIBRDKAFKA_LOGGER",
+    "client_conf",
+    "new_admin_client",
+    "new_consumer",
+    "new_producer",
+]
 
 LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlib.librdkafka")
 
@@ -60,3 +72,18 @@ def client_conf(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     conf.update(overrides)
     conf.setdefault("logger", _LOG)
     return conf
+
+
+def new_producer(config: Mapping[str, Any], **overrides: Any) -> Producer:
+    """A confluent-kafka ``Producer`` configured by :func:`client_conf`."""
+    return Producer(client_conf(config, **overrides))
+
+
+def new_consumer(config: Mapping[str, Any], **overrides: Any) -> Consumer:
+    """A confluent-kafka ``Consumer`` configured by :func:`client_conf`."""
+    return Consumer(client_conf(config, **overrides))
+
+
+def new_admin_client(config: Mapping[str, Any], **overrides: Any) -> AdminClient:
+    """A confluent-kafka ``AdminClient`` configured by :func:`client_conf`."""
+    return AdminClient(client_conf(config, **overrides))

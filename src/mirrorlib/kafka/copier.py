@@ -44,15 +44,16 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.retry import Backoff
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState, PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
-from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import FlowState, PartitionStats, StatsRegistry
 
 __all__ = ["Copier", "DataLossError"]
 
@@ -62,10 +63,6 @@ log = logging.getLogger(__name__)
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 # bytes a single-record batch adds around a record's key and value (batch header and varints)
 _RECORD_OVERHEAD = 96
-
-
-class DataLossError(Exception):
-    """Raised inside the copier when the source no longer holds the stored position."""
 
 
 class _Part:

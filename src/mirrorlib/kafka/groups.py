@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
-from mirrorlib.errors import ClusterError
+from mirrorlib.errors import ClusterError, ClusterTimeoutError
 from mirrorlib.kafka import client_conf
 
 __all__ = ["GroupAdmin", "GroupState"]
@@ -38,7 +38,10 @@ class GroupAdmin:
     def __init__(self, config: Mapping[str, str], *, alias: str, timeout: float = 30.0) -> None:
         self.alias = alias
         self.timeout = timeout
-        self._admin = AdminClient(client_conf(config))
+        try:
+            self._admin = AdminClient(client_conf(config))
+        except KafkaException as exc:
+            raise ClusterError(f"cluster {alias}: cannot create an admin client: {exc}") from exc
 
     def _wait(self, future: Any, what: str) -> Any:
         try:
@@ -46,9 +49,13 @@ class GroupAdmin:
         except KafkaException as exc:
             raise ClusterError(f"cluster {self.alias}: {what} failed: {exc}") from exc
         except TimeoutError as exc:
-            raise ClusterError(
-                f"cluster {self.alias}: {what} timed out after {self.timeout}s"
-            ) from exc
+            raise self._timed_out(what) from exc
+
+    def _timed_out(self, what: str, resource: str | None = None) -> ClusterTimeoutError:
+        return ClusterTimeoutError(
+            f"cluster {self.alias}: {what} timed out after {self.timeout}s",
+            cluster=self.alias, resource=resource, code="_TIMED_OUT", retriable=True,
+        )  # fmt: skip
 
     def list_groups(self) -> list[str]:
         result = self._wait(
@@ -73,11 +80,16 @@ class GroupAdmin:
     def states(self, groups: list[str]) -> dict[str, GroupState]:
         if not groups:
             return {}
-        futures = self._admin.describe_consumer_groups(groups, request_timeout=self.timeout)
+        try:
+            futures = self._admin.describe_consumer_groups(groups, request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"cluster {self.alias}: describing groups failed: {exc}") from exc
         out: dict[str, GroupState] = {}
         for group, future in futures.items():
             try:
                 desc = future.result(timeout=self.timeout)
+            except TimeoutError as exc:
+                raise self._timed_out(f"describing group {group}", group) from exc
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else None

@@ -10,6 +10,8 @@
   the target's delivery reports to an :class:`~mirrorlib.core.syncs.OffsetSyncEmitter` and writes
   the offset syncs itself once the target acknowledged the records -- the same emission rule,
   bytes and lineage header as the embedded copier.
+* :func:`store_positions` runs in the driver once per committed batch: the batch's last copied
+  offsets, in MM2's offsets topic on the target.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from mirrorlib.core.batches import TP, Range
+from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.records import TopicPartition
+from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.errors import ClusterTimeoutError, DataLossError, KafkaRequestError
 from mirrorlib.kafka import client_conf
-from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.spark.plan import TP, Range
 
 __all__ = [
     "SCHEMA_DDL",
@@ -41,6 +45,7 @@ __all__ = [
     "WriteResult",
     "arrow_schema",
     "read_ranges",
+    "store_positions",
     "write_batches",
 ]
 
@@ -55,10 +60,6 @@ SCHEMA_DDL = (
 _COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers")
 # librdkafka's timestamp types -> Kafka's
 _TS_TYPE = {0: -1, 1: 0, 2: 1}
-
-
-class DataLossError(RuntimeError):
-    """The source no longer holds offsets a batch must copy (retention, topic recreated)."""
 
 
 def arrow_schema() -> Any:
@@ -261,9 +262,10 @@ def read_ranges(
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > stall:
                 missing = sorted(set(ends) - done)
-                raise TimeoutError(
-                    f"flow {settings.name}: no progress reading {missing} for {stall:.0f}s"
-                )
+                raise ClusterTimeoutError(
+                    f"flow {settings.name}: no progress reading {missing} for {stall:.0f}s",
+                    cluster=settings.source, code="_TIMED_OUT", retriable=True,
+                )  # fmt: skip
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -329,7 +331,10 @@ def _on_read_error(
         consumer.incremental_assign([KafkaTopicPartition(tp[0], tp[1], low)])
         return
     if err.fatal():
-        raise KafkaException(err)
+        raise kafka_error(
+            KafkaException(err), cluster=settings.source, action=f"reading {tp[0]}-{tp[1]}",
+            resource=tp[0],
+        )  # fmt: skip
     log.warning("flow %s: source consumer error: %s", settings.name, err.str())
 
 
@@ -485,14 +490,16 @@ class _Writer:
                 log.warning("flow %s: %d offset sync(s) not confirmed", self.s.name, left)
         self.result.partitions = sorted(self.parts.values(), key=lambda p: (p.topic, p.partition))
         if self.failures:
-            raise RuntimeError(
-                f"flow {self.s.name}: the target refused records: " + "; ".join(self.failures)
+            raise KafkaRequestError(
+                f"flow {self.s.name}: the target refused records: " + "; ".join(self.failures),
+                cluster=self.s.target,
             )
         if unacked:
-            raise TimeoutError(
+            raise ClusterTimeoutError(
                 f"flow {self.s.name}: {unacked} record(s) not acknowledged by {self.s.target} "
-                f"within {timeout:.0f}s"
-            )
+                f"within {timeout:.0f}s", cluster=self.s.target, code="_TIMED_OUT",
+                retriable=True,
+            )  # fmt: skip
 
 
 def write_batches(settings: FlowSettings, batches: Iterable[Any]) -> WriteResult:
@@ -514,3 +521,36 @@ def write_batches(settings: FlowSettings, batches: Iterable[Any]) -> WriteResult
     writer.finish(timeout)
     writer.result.seconds = time.monotonic() - started
     return writer.result
+
+
+# -- driver: positions ---------------------------------------------------------------------------
+
+_POSITION_PRODUCERS: dict[str, Any] = {}
+
+
+def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, int]) -> None:
+    """Store the last copied upstream offset of each source partition in MM2's offsets topic on
+    the target (``partitions`` is the topic's partition count), as the embedded copier does.
+    One producer per flow is kept for the process. Raises
+    :class:`~mirrorlib.errors.ClusterTimeoutError` when the records are not acknowledged within
+    the admin timeout."""
+    key = f"{settings.name}|{settings.offset_storage_topic}"
+    producer = _POSITION_PRODUCERS.get(key)
+    if producer is None:
+        conf = client_conf(
+            settings.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
+        )
+        producer = _POSITION_PRODUCERS[key] = Producer(conf)
+    for (topic, partition), offset in sorted(last.items()):
+        pos = SourcePosition(settings.source, topic, partition, offset)
+        k = pos.encode_key()
+        producer.produce(
+            settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
+        )
+    left = producer.flush(settings.admin_timeout)
+    if left:
+        raise ClusterTimeoutError(
+            f"flow {settings.name}: {left} position record(s) not acknowledged by "
+            f"{settings.target}", cluster=settings.target, resource=settings.offset_storage_topic,
+            code="_TIMED_OUT", retriable=True,
+        )  # fmt: skip

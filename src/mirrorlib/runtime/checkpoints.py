@@ -17,8 +17,6 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Producer
-
 from mirrorlib.core.checkpointing import (
     CheckpointStore,
     checkpoints_for_group,
@@ -27,14 +25,14 @@ from mirrorlib.core.checkpointing import (
 )
 from mirrorlib.core.records import Checkpoint, OffsetSync
 from mirrorlib.core.retry import Backoff
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import lineage_from_headers
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import CodecError
-from mirrorlib.kafka import client_conf
+from mirrorlib.kafka import new_producer
 from mirrorlib.kafka.groups import GroupAdmin, GroupState
 from mirrorlib.kafka.topiclog import TopicLog
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import StatsRegistry
 
 __all__ = ["CheckpointTask"]
 
@@ -107,10 +105,8 @@ class CheckpointTask:
         s = self.s
         source_groups = GroupAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
         target_groups = GroupAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
-        producer = Producer(
-            client_conf(
-                s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
-            )
+        producer = new_producer(
+            s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
         )
         self.store = CheckpointStore()
         self.translator = OffsetTranslator()

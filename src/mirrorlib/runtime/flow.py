@@ -7,14 +7,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState, StatsRegistry
 from mirrorlib.kafka.copier import Copier
 from mirrorlib.kafka.positions import PositionStore
-from mirrorlib.runtime.catalog import TopicCatalog
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import FlowState, StatsRegistry
 
 __all__ = ["FlowRunner"]
 

@@ -13,12 +13,10 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Producer
-
 from mirrorlib.core.records import Heartbeat
-from mirrorlib.kafka import client_conf
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import StatsRegistry
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
+from mirrorlib.kafka import new_producer
 
 __all__ = ["HeartbeatTask"]
 
@@ -32,7 +30,7 @@ class HeartbeatTask:
 
     def run(self, stop: threading.Event) -> None:
         s = self.s
-        producer = Producer(client_conf(s.target_producer, acks="all", **{"linger.ms": 0}))
+        producer = new_producer(s.target_producer, acks="all", **{"linger.ms": 0})
         topic = s.policy.heartbeats_topic()
         try:
             while not stop.is_set():

@@ -18,13 +18,13 @@ import logging
 import threading
 import time
 
+from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
 from mirrorlib.core.retry import Backoff
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka.admin import ClusterAdmin
-from mirrorlib.runtime.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import StatsRegistry
 
 __all__ = ["MetadataTask"]
 

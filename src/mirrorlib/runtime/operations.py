@@ -1,9 +1,10 @@
 """Out-of-process views of replication, read from the clusters: status, plan and verify.
 
-These are the I/O edge of ``mirrorlib status``, ``mirrorlib plan`` and ``mirrorlib verify``: they
-need only the configuration and the clusters — never a running :class:`~mirrorlib.Replicator` — so
+These are behind ``mirrorlib status``, ``mirrorlib plan`` and ``mirrorlib verify``: they need
+only the configuration and the clusters — never a running :class:`~mirrorlib.Replicator` — so
 they work from any machine, against MM2 as well as mirrorlib. The computations themselves are
-pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`.
+pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`; the reads from the
+clusters in :mod:`mirrorlib.kafka` (:mod:`mirrorlib.kafka.offsets` and friends).
 
 * :func:`flow_status` — per flow: state, per-partition lag in records and seconds, heartbeat age,
   last checkpoint age, errors;
@@ -17,12 +18,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import Any
-
-from confluent_kafka import Consumer, KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from mirrorlib.core.audit import (
     FlowHealth,
@@ -33,12 +30,12 @@ from mirrorlib.core.audit import (
     flow_state,
     lag_records,
     lag_seconds,
-    record_digest,
 )
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.plans import Plan
 from mirrorlib.errors import ClusterError, MirrorError
-from mirrorlib.kafka import client_conf
+from mirrorlib.kafka import new_admin_client
+from mirrorlib.kafka.offsets import first_timestamps, list_offsets, read_digests, topic_partitions
 
 __all__ = ["flow_plan", "flow_status", "select_flows", "verify_flow"]
 
@@ -55,71 +52,6 @@ def select_flows(config: MirrorConfig, spec: str | None = None) -> list[FlowConf
         raise MirrorError(f"--flow must look like SOURCE->TARGET, not {spec!r}")
     source, target = (s.strip() for s in spec.split("->", 1))
     return [config.flow(source, target)]
-
-
-# -- small Kafka helpers ----------------------------------------------------------------------
-
-
-def _consumer(config: Mapping[str, Any]) -> Any:
-    conf = dict(config)
-    conf.update(
-        {
-            "group.id": "mirrorlib-inspect",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-        }
-    )
-    return Consumer(client_conf(conf))
-
-
-def topic_partitions(admin: Any, alias: str, timeout: float) -> dict[str, int]:
-    try:
-        md = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise ClusterError(f"cluster {alias}: cannot list topics: {exc}") from exc
-    return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None and t.partitions}
-
-
-def list_offsets(
-    admin: Any, alias: str, tps: Iterable[tuple[str, int]], latest: bool, timeout: float
-) -> dict[tuple[str, int], int]:
-    """Earliest or latest offset of each partition (one ListOffsets request)."""
-    spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-    request = {KafkaTopicPartition(t, p): spec for t, p in tps}
-    if not request:
-        return {}
-    try:
-        futures = admin.list_offsets(request, request_timeout=timeout)
-        return {(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in
-                futures.items()}  # fmt: skip
-    except (KafkaException, TimeoutError) as exc:
-        raise ClusterError(f"cluster {alias}: cannot list offsets: {exc}") from exc
-
-
-def first_timestamps(
-    consumer_config: Mapping[str, Any], positions: Mapping[tuple[str, int], int], timeout: float
-) -> dict[tuple[str, int], int]:
-    """The timestamp of the record at each position (partitions whose record does not arrive
-    within ``timeout`` are left out)."""
-    if not positions:
-        return {}
-    consumer = _consumer(consumer_config)
-    try:
-        consumer.assign([KafkaTopicPartition(t, p, o) for (t, p), o in positions.items()])
-        found: dict[tuple[str, int], int] = {}
-        deadline = time.monotonic() + timeout
-        while len(found) < len(positions) and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                key = (msg.topic(), msg.partition())
-                if key not in found:
-                    found[key] = msg.timestamp()[1]
-                    consumer.pause([KafkaTopicPartition(key[0], key[1])])
-        return found
-    finally:
-        consumer.close()
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -177,7 +109,7 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
     except MirrorError as exc:
         errors.append(f"positions ({flow.offset_storage_topic} on {flow.target}): {exc}")
     try:
-        source_admin = AdminClient(client_conf(config.client_config(flow.source, "admin")))
+        source_admin = new_admin_client(config.client_config(flow.source, "admin"))
         counts = topic_partitions(source_admin, flow.source, timeout)
         tps = [
             (t, p) for t, n in sorted(counts.items()) if flow.should_replicate_topic(t)
@@ -280,57 +212,6 @@ def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> 
 # -- verify -----------------------------------------------------------------------------------
 
 
-def _read_digests(
-    consumer_config: Mapping[str, Any],
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    *,
-    read_committed: bool,
-    timeout: float,
-    progress: Callable[[int], None] | None = None,
-) -> list[tuple[int, bytes]]:
-    """``(offset, digest)`` of the records of one partition in ``[start, end)``."""
-    out: list[tuple[int, bytes]] = []
-    if end <= start:
-        return out
-    conf = dict(consumer_config)
-    conf["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
-    consumer = _consumer(conf)
-    try:
-        consumer.assign([KafkaTopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout
-        while True:
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"reading {topic}-{partition} [{start}, {end}) timed out after {timeout:.0f}s"
-                )
-            msgs = consumer.consume(2000, timeout=0.5)
-            for msg in msgs:
-                if msg.error() is not None:
-                    continue
-                offset = msg.offset()
-                if offset >= end:
-                    return out
-                out.append(
-                    (
-                        offset,
-                        record_digest(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]),
-                    )
-                )
-                if offset + 1 >= end:
-                    return out
-            if progress is not None and msgs:
-                progress(len(msgs))
-            if not msgs:
-                pos = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
-                if pos >= end:  # transaction markers or compacted tail
-                    return out
-    finally:
-        consumer.close()
-
-
 def verify_flow(
     config: MirrorConfig,
     flow: FlowConfig,
@@ -349,8 +230,8 @@ def verify_flow(
     pattern = re.compile(topics) if topics else None
     policy = flow.policy
     errors: list[str] = []
-    source_admin = AdminClient(client_conf(config.client_config(flow.source, "admin")))
-    target_admin = AdminClient(client_conf(config.client_config(flow.target, "admin")))
+    source_admin = new_admin_client(config.client_config(flow.source, "admin"))
+    target_admin = new_admin_client(config.client_config(flow.target, "admin"))
     counts = topic_partitions(source_admin, flow.source, 30.0)
     remote_counts = topic_partitions(target_admin, flow.target, 30.0)
     selected = [
@@ -395,12 +276,12 @@ def verify_flow(
         remote = policy.format_remote_topic(flow.source, t)
         remaining = max(deadline - time.monotonic(), 1.0)
         try:
-            src = _read_digests(source_conf, t, p, lows[(t, p)], highs[(t, p)],
+            src = read_digests(source_conf, t, p, lows[(t, p)], highs[(t, p)],
                                 read_committed=flow.exactly_once_enabled, timeout=remaining,
                                 progress=tick)  # fmt: skip
             dst: list[tuple[int, bytes]] = []
             if (remote, p) in rhighs:
-                dst = _read_digests(
+                dst = read_digests(
                     target_conf, remote, p, rlows[(remote, p)], rhighs[(remote, p)],
                     read_committed=flow.exactly_once_enabled, timeout=remaining, progress=tick,
                 )  # fmt: skip

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowStatus, Metric
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import FlowStatus, Metric
 
 __all__ = ["Replicator"]
 

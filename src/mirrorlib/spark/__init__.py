@@ -36,14 +36,14 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.config import FlowConfig, MirrorConfig
-from mirrorlib.errors import ConfigError
-from mirrorlib.runtime.catalog import TopicCatalog
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState, FlowStatus, StatsRegistry
+from mirrorlib.errors import ConfigError, MirrorError
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.runtime.status import FlowState, FlowStatus, StatsRegistry
 
 __all__ = ["DEFAULT_MAX_RECORDS_PER_BATCH", "SparkReplication", "SparkReplicator"]
 
@@ -103,7 +103,7 @@ class _DriverFlow:
         """Internal topics, then a first topic refresh so remote topics exist before batch 0."""
         s = self.settings
         if not self.metadata.prepare(self.stop_event):
-            raise RuntimeError(f"flow {s.name}: stopped before the internal topics were created")
+            raise MirrorError(f"flow {s.name}: stopped before the internal topics were created")
         if s.enabled:
             self.metadata.refresh_topics()
         else:
@@ -241,9 +241,9 @@ class SparkReplicator:
         master: str | None = None,
     ) -> None:
         if mode not in ("continuous", "backfill"):
-            raise ValueError(f"mode must be 'continuous' or 'backfill', got {mode!r}")
+            raise ConfigError(f"mode must be 'continuous' or 'backfill', got {mode!r}", value=mode)
         if not checkpoint_location:
-            raise ValueError("checkpoint_location is required")
+            raise ConfigError("checkpoint_location is required")
         if isinstance(clusters, str):
             clusters = [clusters]
         pairs = config.pairs_for_targets(clusters)

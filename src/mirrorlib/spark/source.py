@@ -9,7 +9,7 @@ Where each piece runs (see ``docs/spark.md``):
 * :meth:`MirrorStreamReader.read` and :meth:`MirrorStreamWriter.write`: executor tasks;
 * :meth:`MirrorStreamWriter.commit`: a driver-side Python worker, once per committed batch.
 
-Options (strings): ``flow.secret`` (the pickled :class:`~mirrorlib.runtime.settings.FlowSettings`,
+Options (strings): ``flow.secret`` (the pickled :class:`~mirrorlib.core.settings.FlowSettings`,
 base64; named so that Spark redacts it from plans and the UI), ``offsets.partitions``,
 ``tasks``, ``max.records.per.batch``.
 """
@@ -54,15 +54,17 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1: one batch per trigger, 
         pass
 
 
+from mirrorlib.core import batches
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.errors import ConfigError
 from mirrorlib.kafka.ranges import (
     SCHEMA_DDL,
     SourceView,
     WriteResult,
     read_ranges,
+    store_positions,
     write_batches,
 )
-from mirrorlib.runtime.settings import FlowSettings
-from mirrorlib.spark import plan
 
 __all__ = [
     "MirrorCommitMessage",
@@ -91,13 +93,15 @@ def encode_settings(settings: FlowSettings) -> str:
 def decode_settings(options: Mapping[str, str]) -> FlowSettings:
     raw = options.get(SETTINGS_OPTION)
     if not raw:
-        raise ValueError(
+        raise ConfigError(
             "the mirrorlib data source needs its flow settings; start it with "
             "mirrorlib.spark.SparkReplicator"
         )
     settings = pickle.loads(base64.b64decode(raw))
     if not isinstance(settings, FlowSettings):
-        raise TypeError(f"option {SETTINGS_OPTION} holds {type(settings).__name__}")
+        raise ConfigError(
+            f"option {SETTINGS_OPTION} holds {type(settings).__name__}", key=SETTINGS_OPTION
+        )
     return settings
 
 
@@ -127,7 +131,8 @@ class MirrorInputPartition(InputPartition):
 
 
 class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are ``{topic: {partition: next_upstream_offset}}`` (see :mod:`.plan`)."""
+    """Offsets are ``{topic: {partition: next_upstream_offset}}``
+    (see :mod:`mirrorlib.core.batches`)."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
@@ -137,8 +142,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records = raw_max if raw_max > 0 else None
         self.offsets_partitions = int(self.options.get("offsets.partitions", "25"))
         self._view: SourceView | None = None
-        self._pinned: dict[plan.TP, int] | None = None  # AvailableNow: offsets seen at start
-        self._last: dict[plan.TP, int] | None = None
+        self._pinned: dict[batches.TP, int] | None = None  # AvailableNow: offsets seen at start
+        self._last: dict[batches.TP, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -158,7 +163,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = self.view.starting_offsets(tps)
         log.info("flow %s: initial offsets for %d partitions", self.settings.name, len(start))
         self._last = start
-        return plan.encode_offsets(start)
+        return batches.encode_offsets(start)
 
     def getDefaultReadLimit(self) -> Any:
         return ReadAllAvailable() if self.max_records is None else ReadMaxRows(self.max_records)
@@ -177,7 +182,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, Any]:
-        begin = plan.decode_offsets(start) if start is not None else dict(self._last or {})
+        begin = batches.decode_offsets(start) if start is not None else dict(self._last or {})
         view = self.view
         if self._pinned is not None:
             tps = sorted(self._pinned)
@@ -196,16 +201,16 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if limit is None and start is None:
             budget = self.max_records  # Spark < 4.2 calls latestOffset() without a limit
-        end = plan.allot(begin, available, budget)
+        end = batches.allot(begin, available, budget)
         self._last = end
-        return plan.encode_offsets(end)
+        return batches.encode_offsets(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        work = plan.ranges(plan.decode_offsets(start), plan.decode_offsets(end))
-        groups = plan.pack(work, self.tasks)
+        work = batches.ranges(batches.decode_offsets(start), batches.decode_offsets(end))
+        groups = batches.pack(work, self.tasks)
         return [
             MirrorInputPartition([(r.topic, r.partition, r.start, r.end) for r in g])
             for g in groups
@@ -222,7 +227,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- data (executors) ----------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        ranges = [plan.Range(*r) for r in partition.value]
+        ranges = [batches.Range(*r) for r in partition.value]
         yield from read_ranges(self.settings, ranges)
 
 
@@ -251,9 +256,6 @@ def _message(result: WriteResult) -> MirrorCommitMessage:
     )
 
 
-_POSITION_PRODUCERS: dict[str, Any] = {}
-
-
 class MirrorStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
@@ -269,7 +271,7 @@ class MirrorStreamWriter(DataSourceStreamArrowWriter):
         started without a checkpoint resumes there). Spark's checkpoint stays the source of
         truth for Spark; failing to store a position only logs a warning."""
         s = self.settings
-        last: dict[plan.TP, int] = {}
+        last: dict[batches.TP, int] = {}
         records = syncs = 0
         for m in messages:
             if not isinstance(m, MirrorCommitMessage):
@@ -288,7 +290,7 @@ class MirrorStreamWriter(DataSourceStreamArrowWriter):
         if not last:
             return
         try:
-            _store_positions(s, self.offsets_partitions, last)
+            store_positions(s, self.offsets_partitions, last)
         except Exception as exc:
             log.warning("flow %s: storing positions of batch %d failed: %s", s.name, batchId, exc)
 
@@ -298,27 +300,3 @@ class MirrorStreamWriter(DataSourceStreamArrowWriter):
             self.settings.name,
             batchId,
         )
-
-
-def _store_positions(settings: FlowSettings, partitions: int, last: Mapping[plan.TP, int]) -> None:
-    from confluent_kafka import Producer
-
-    from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
-    from mirrorlib.kafka import client_conf
-
-    key = f"{settings.name}|{settings.offset_storage_topic}"
-    producer = _POSITION_PRODUCERS.get(key)
-    if producer is None:
-        conf = client_conf(
-            settings.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
-        )
-        producer = _POSITION_PRODUCERS[key] = Producer(conf)
-    for (topic, partition), offset in sorted(last.items()):
-        pos = SourcePosition(settings.source, topic, partition, offset)
-        k = pos.encode_key()
-        producer.produce(
-            settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
-        )
-    left = producer.flush(settings.admin_timeout)
-    if left:
-        raise TimeoutError(f"{left} position record(s) not acknowledged")

@@ -98,15 +98,11 @@ _JAVA_FLAGS: Final[Mapping[str, str]] = {"i": "i", "m": "m", "s": "s", "x": "x",
 _LEADING_FLAGS: Final = re.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?\)")
 
 
-class _UnsupportedError(Exception):
-    pass
-
-
 def _python_flags(flags: str) -> str:
     out = []
     for flag in flags:
         if flag not in _JAVA_FLAGS:
-            raise _UnsupportedError(f"the inline flag {flag!r} has no Python equivalent")
+            raise ValueError(f"the inline flag {flag!r} has no Python equivalent")
         out.append(_JAVA_FLAGS[flag])
     return "".join(out)
 
@@ -137,7 +133,7 @@ def _translate(pattern: str) -> str:
         c = pattern[i]
         if c == "\\":
             if i + 1 >= n:
-                raise _UnsupportedError("the pattern ends with a lone backslash")
+                raise ValueError("the pattern ends with a lone backslash")
             d = pattern[i + 1]
             if d == "Q":
                 end = pattern.find("\\E", i + 2)
@@ -151,7 +147,7 @@ def _translate(pattern: str) -> str:
                 body = _POSIX.get(name or "") or _POSIX.get(f"Is{name}" if name else "")
                 if match is None or body is None or (in_class and d == "P"):
                     shown = pattern[i : i + 2 + (match.end() if match else 0)]
-                    raise _UnsupportedError(
+                    raise ValueError(
                         f"the Java character property {shown} has no Python 're' equivalent"
                     )
                 if in_class:
@@ -169,21 +165,21 @@ def _translate(pattern: str) -> str:
             elif d == "k" and pattern.startswith("<", i + 2):
                 end = pattern.find(">", i + 3)
                 if end < 0:
-                    raise _UnsupportedError("unterminated \\k<name> back-reference")
+                    raise ValueError("unterminated \\k<name> back-reference")
                 out.append(f"(?P={pattern[i + 3 : end]})")
                 i = end + 1
                 continue
             elif d in "hHRXGKcvV" or (d.isalpha() and d not in "abdDfnrsStwWBxu0AuUN"):
-                raise _UnsupportedError(f"the Java escape \\{d} has no Python 're' equivalent")
+                raise ValueError(f"the Java escape \\{d} has no Python 're' equivalent")
             else:
                 out.append(c + d)
             i += 2
             continue
         if in_class:
             if c == "[":
-                raise _UnsupportedError("Java character-class union '[a[b]]' is not supported")
+                raise ValueError("Java character-class union '[a[b]]' is not supported")
             if c == "&" and pattern.startswith("&&", i):
-                raise _UnsupportedError("Java character-class intersection '&&' is not supported")
+                raise ValueError("Java character-class intersection '&&' is not supported")
             if c == "]" and i > class_start:
                 in_class = False
             out.append(c)
@@ -218,10 +214,7 @@ def java_regex_to_python(elements: Sequence[str]) -> str:
 
     Raises ``ValueError`` for Java syntax with no faithful Python equivalent.
     """
-    try:
-        return _translate(_scope_flags(elements))
-    except _UnsupportedError as exc:
-        raise ValueError(str(exc)) from None
+    return _translate(_scope_flags(elements))
 
 
 @attrs.frozen

@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirrorlib.spark.plan import Range, allot, decode_offsets, encode_offsets, pack, ranges
+from mirrorlib.core.batches import Range, allot, decode_offsets, encode_offsets, pack, ranges
 
 
 def test_offsets_round_trip_with_a_stable_order() -> None:

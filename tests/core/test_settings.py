@@ -8,7 +8,7 @@ import pytest
 
 from mirrorlib import FlowConfig, MirrorConfig
 from mirrorlib.core.config import KEYS, Scope
-from mirrorlib.runtime.settings import NEVER, FlowSettings
+from mirrorlib.core.settings import NEVER, FlowSettings
 
 #: The Python names of the keys a flow reads (``offset.flush.interval.ms`` → ``offset_flush_interval``).
 KEY_NAMES = {spec.attribute for spec in KEYS.values() if spec.scope in (Scope.FLOW, Scope.WORKER)}

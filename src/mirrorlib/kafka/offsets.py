@@ -1,0 +1,137 @@
+"""Partition counts, offsets, first timestamps and record digests, read for the out-of-process views
+(:mod:`mirrorlib.runtime.operations`: ``status`` and ``verify``).
+
+Requests that fail raise :class:`~mirrorlib.errors.ClusterError` naming the cluster or the
+partition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+from mirrorlib.core.audit import record_digest
+from mirrorlib.errors import ClusterError
+from mirrorlib.kafka import new_consumer
+
+__all__ = ["first_timestamps", "list_offsets", "read_digests", "topic_partitions"]
+
+
+def _consumer(config: Mapping[str, Any]) -> Any:
+    conf = dict(config)
+    conf.update(
+        {
+            "group.id": "mirrorlib-inspect",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        }
+    )
+    return new_consumer(conf)
+
+
+def topic_partitions(admin: Any, alias: str, timeout: float) -> dict[str, int]:
+    """Partition count of every topic of the cluster that ``admin`` (an ``AdminClient``) talks
+    to; topics with an error or no partitions are left out."""
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterError(f"cluster {alias}: cannot list topics: {exc}") from exc
+    return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None and t.partitions}
+
+
+def list_offsets(
+    admin: Any, alias: str, tps: Iterable[tuple[str, int]], latest: bool, timeout: float
+) -> dict[tuple[str, int], int]:
+    """Earliest or latest offset of each partition (one ListOffsets request)."""
+    spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+    request = {KafkaTopicPartition(t, p): spec for t, p in tps}
+    if not request:
+        return {}
+    try:
+        futures = admin.list_offsets(request, request_timeout=timeout)
+        return {(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in
+                futures.items()}  # fmt: skip
+    except (KafkaException, TimeoutError) as exc:
+        raise ClusterError(f"cluster {alias}: cannot list offsets: {exc}") from exc
+
+
+def first_timestamps(
+    consumer_config: Mapping[str, Any], positions: Mapping[tuple[str, int], int], timeout: float
+) -> dict[tuple[str, int], int]:
+    """The timestamp of the record at each position (partitions whose record does not arrive
+    within ``timeout`` are left out)."""
+    if not positions:
+        return {}
+    consumer = _consumer(consumer_config)
+    try:
+        consumer.assign([KafkaTopicPartition(t, p, o) for (t, p), o in positions.items()])
+        found: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(positions) and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                key = (msg.topic(), msg.partition())
+                if key not in found:
+                    found[key] = msg.timestamp()[1]
+                    consumer.pause([KafkaTopicPartition(key[0], key[1])])
+        return found
+    finally:
+        consumer.close()
+
+
+def read_digests(
+    consumer_config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    read_committed: bool,
+    timeout: float,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[int, bytes]]:
+    """``(offset, digest)`` of the records of one partition in ``[start, end)``."""
+    out: list[tuple[int, bytes]] = []
+    if end <= start:
+        return out
+    conf = dict(consumer_config)
+    conf["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
+    consumer = _consumer(conf)
+    try:
+        consumer.assign([KafkaTopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while True:
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"reading {topic}-{partition} [{start}, {end}) timed out after {timeout:.0f}s"
+                )
+            msgs = consumer.consume(2000, timeout=0.5)
+            for msg in msgs:
+                if msg.error() is not None:
+                    continue
+                offset = msg.offset()
+                if offset >= end:
+                    return out
+                out.append(
+                    (
+                        offset,
+                        record_digest(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]),
+                    )
+                )
+                if offset + 1 >= end:
+                    return out
+            if progress is not None and msgs:
+                progress(len(msgs))
+            if not msgs:
+                pos = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
+                if pos >= end:  # transaction markers or compacted tail
+                    return out
+    finally:
+        consumer.close()

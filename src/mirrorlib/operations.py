@@ -1,0 +1,3 @@
+"""Old import path, kept: the implementation lives in :mod:`mirrorlib.runtime.operations`."""
+
+from mirrorlib.runtime.operations import *  # noqa: F403

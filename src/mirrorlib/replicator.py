@@ -1,0 +1,3 @@
+"""Old import path, kept: the implementation lives in :mod:`mirrorlib.runtime.replicator`."""
+
+from mirrorlib.runtime.replicator import *  # noqa: F403

@@ -1,0 +1,160 @@
+"""The failover planner (pure): refusals, translation choices, never rewinding, failback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirrorlib import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.failover import FailoverAction, plan_failover, reverse_translate
+from mirrorlib.core.syncs import SyncLineage
+from mirrorlib.core.translate import OffsetTranslator
+
+TP = TopicPartition
+
+
+def _plan(**overrides: Any) -> Any:
+    args: dict[str, Any] = dict(
+        policy_rename=lambda t: f"A.{t}",
+        is_from_target=lambda t: t.startswith("B."),
+        upstream_topic=lambda t: t.split(".", 1)[1] if "." in t else None,
+        should_replicate=lambda t: not t.startswith("skip"),
+        source_state="empty",
+        target_state="absent",
+        source_offsets={},
+        target_offsets={},
+        checkpoints={},
+        forward=None,
+        backward=None,
+    )
+    args.update(overrides)
+    return plan_failover("g", "A", "B", **args)
+
+
+def exact_translator(topic: str, up: int, down: int, n: int, step: int = 10) -> OffsetTranslator:
+    """Syncs of one writer for records up..up+n copied 1:1 to down..down+n (one exact run)."""
+    t = OffsetTranslator()
+    for seq, i in enumerate(range(0, n + 1, step)):
+        t.add(OffsetSync(topic, 0, up + i, down + i), SyncLineage("w", seq))
+    return t
+
+
+def test_refuses_a_group_still_active_on_the_old_cluster() -> None:
+    plan = _plan(source_state="active")
+    assert plan.refused is not None and "still has active members on A" in plan.refused
+    assert "Stop its consumers on A" in plan.refused
+
+
+def test_refuses_a_group_active_on_the_new_cluster() -> None:
+    plan = _plan(target_state="active")
+    assert plan.refused is not None and "active members on B" in plan.refused
+    assert "REFUSED" in plan.describe()
+
+
+def test_fresh_translation_is_exact_and_reports_no_re_read() -> None:
+    fwd = exact_translator("orders", 0, 0, 100)
+    plan = _plan(source_offsets={TP("orders", 0): OffsetAndMetadata(57, "m")}, forward=fwd)
+    (p,) = plan.partitions
+    assert (p.topic, p.translated, p.re_read, p.action, p.method) == (
+        "A.orders",
+        57,
+        0,
+        FailoverAction.COMMIT,
+        "offset-syncs",
+    )
+    assert plan.offsets == {TP("A.orders", 0): OffsetAndMetadata(57, "m")}
+
+
+def test_checkpoint_used_when_no_sync_covers_and_re_read_counted() -> None:
+    fwd = exact_translator("orders", 0, 0, 100)
+    fwd.forget("orders", 0)
+    cp = Checkpoint("g", "A.orders", 0, 40, 40)
+    plan = _plan(
+        source_offsets={TP("orders", 0): OffsetAndMetadata(50)},
+        checkpoints={TP("A.orders", 0): cp},
+        forward=None,
+    )
+    (p,) = plan.partitions
+    assert p.translated == 40 and p.method == "checkpoint" and p.re_read is None
+    # with exact syncs known, the re-read of a checkpoint is counted: 50 - 40
+    fwd = exact_translator("orders", 0, 0, 100)
+    plan = _plan(
+        source_offsets={TP("orders", 0): OffsetAndMetadata(50)},
+        checkpoints={TP("A.orders", 0): cp},
+        forward=fwd,
+    )
+    assert plan.partitions[0].translated == 50  # fresher than the checkpoint
+
+
+def test_old_cluster_unreachable_uses_checkpoints() -> None:
+    cps = {TP("A.orders", p): Checkpoint("g", "A.orders", p, 10 * p, 10 * p) for p in range(3)}
+    plan = _plan(source_offsets=None, source_state="unreachable", checkpoints=cps)
+    assert [p.translated for p in plan.partitions] == [0, 10, 20]
+    assert all(p.method == "checkpoint" for p in plan.partitions)
+    assert plan.refused is None
+
+
+def test_never_rewinds_the_target_group() -> None:
+    fwd = exact_translator("orders", 0, 0, 100)
+    plan = _plan(
+        source_offsets={TP("orders", 0): OffsetAndMetadata(30)},
+        forward=fwd,
+        target_offsets={TP("A.orders", 0): OffsetAndMetadata(70)},
+        target_state="empty",
+    )
+    (p,) = plan.partitions
+    assert p.action is FailoverAction.KEEP and p.current == 70 and plan.offsets == {}
+
+
+def test_rewound_group_below_its_checkpoint_is_skipped() -> None:
+    cp = Checkpoint("g", "A.orders", 0, 80, 80)
+    plan = _plan(
+        source_offsets={TP("orders", 0): OffsetAndMetadata(20)}, checkpoints={TP("A.orders", 0): cp}
+    )
+    (p,) = plan.partitions
+    assert p.action is FailoverAction.SKIP and "rewound" in p.reason
+
+
+def test_unreplicated_topics_are_ignored_and_unknown_target_partitions_kept() -> None:
+    plan = _plan(
+        source_offsets={TP("skip.me", 0): OffsetAndMetadata(5)},
+        target_offsets={TP("local", 0): OffsetAndMetadata(9)},
+        target_state="empty",
+    )
+    (p,) = plan.partitions
+    assert p.topic == "local" and p.action is FailoverAction.KEEP
+
+
+def test_failback_translates_backwards_with_the_opposite_flows_syncs() -> None:
+    # the group consumed B.orders (a copy of B's orders) on A up to 33; B's orders 100.. -> 0..
+    back = exact_translator("orders", 100, 0, 50)
+    plan = _plan(source_offsets={TP("B.orders", 0): OffsetAndMetadata(33)}, backward=back)
+    (p,) = plan.partitions
+    assert (p.topic, p.translated, p.re_read, p.method) == (
+        "orders",
+        133,
+        0,
+        "reverse-offset-syncs",
+    )
+
+
+def test_reverse_translate_is_safe_without_runs() -> None:
+    t = OffsetTranslator()
+    t.add(OffsetSync("t", 0, 10, 5))
+    t.add(OffsetSync("t", 0, 30, 9))  # a gap upstream: not exact
+    assert reverse_translate(t, "t", 0, 9) == (30, True)  # record 30 not consumed yet
+    assert reverse_translate(t, "t", 0, 10) == (31, True)  # right after 30: exact
+    assert reverse_translate(t, "t", 0, 12) == (31, False)  # 30 consumed; 31.. unknown
+    assert reverse_translate(t, "t", 0, 7) == (11, False)  # only 10 is known consumed
+    assert reverse_translate(t, "t", 0, 4) is None
+    exact = exact_translator("t", 0, 0, 100)
+    assert reverse_translate(exact, "t", 0, 42) == (42, True)
+    assert reverse_translate(exact, "t", 0, 101) == (101, True)
+    assert reverse_translate(exact, "t", 0, 150) == (101, False)
+
+
+def test_plan_json_and_describe() -> None:
+    fwd = exact_translator("orders", 0, 0, 100)
+    plan = _plan(source_offsets={TP("orders", 0): OffsetAndMetadata(57)}, forward=fwd)
+    d = plan.to_dict()
+    assert d["partitions"][0]["translated"] == 57 and d["re_read_total"] == 0
+    assert "A.orders-0" in plan.describe()

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.tls import failure_reason, tls_failure
 
 __all__ = ["GroupAdmin", "GroupState"]
 
@@ -38,17 +39,25 @@ class GroupAdmin:
     def __init__(self, config: Mapping[str, str], *, alias: str, timeout: float = 30.0) -> None:
         self.alias = alias
         self.timeout = timeout
+        self._config = config
         self._admin = AdminClient(client_conf(config))
 
     def _wait(self, future: Any, what: str) -> Any:
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClusterError(f"cluster {self.alias}: {what} failed: {exc}") from exc
-        except TimeoutError as exc:
             raise ClusterError(
-                f"cluster {self.alias}: {what} timed out after {self.timeout}s"
+                f"cluster {self.alias}: {what} failed: {failure_reason(self._config, exc)}"
             ) from exc
+        except TimeoutError as exc:
+            raise self._timed_out(what) from exc
+
+    def _timed_out(self, what: str) -> ClusterError:
+        why = tls_failure(self._config)
+        return ClusterError(
+            f"cluster {self.alias}: {what} timed out after {self.timeout}s"
+            + (f": {why}" if why else "")
+        )
 
     def list_groups(self) -> list[str]:
         result = self._wait(
@@ -78,6 +87,8 @@ class GroupAdmin:
         for group, future in futures.items():
             try:
                 desc = future.result(timeout=self.timeout)
+            except TimeoutError as exc:
+                raise self._timed_out(f"describing group {group}") from exc
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else None

@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
-    AdminClient,
     AclOperation,
     AclPermissionType,
+    AdminClient,
     ResourcePatternType,
     ResourceType,
 )

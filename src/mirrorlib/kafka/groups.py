@@ -23,6 +23,12 @@ from mirrorlib.kafka.tls import failure_reason, tls_failure
 __all__ = ["GroupAdmin", "GroupState"]
 
 
+#: Client-side errors meaning the cluster did not answer (not an answer about the group).
+_UNREACHABLE = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+)
+
+
 class GroupState(StrEnum):
     """A consumer group's state on a cluster, reduced to what offset syncing needs."""
 
@@ -92,6 +98,11 @@ class GroupAdmin:
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else None
+                if code in _UNREACHABLE:  # the cluster did not answer, as on a timeout
+                    raise ClusterError(
+                        f"cluster {self.alias}: describing group {group} failed: "
+                        f"{failure_reason(self._config, exc)}"
+                    ) from exc
                 out[group] = (
                     GroupState.ABSENT
                     if code == KafkaError.GROUP_ID_NOT_FOUND

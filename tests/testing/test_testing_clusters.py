@@ -7,10 +7,12 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
+    AdminClient,
     ResourcePatternType,
     ResourceType,
 )
@@ -177,3 +179,14 @@ def test_start_clusters_context_manager(tmp_path: object) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not left.is_running and not right.is_running  # type: ignore[attr-defined]
+
+
+def test_tls_cluster_speaks_only_tls(kafka_clusters: ClusterRequest) -> None:
+    (cluster,) = kafka_clusters(["TLS"], tls=True)
+    topic = _name("tls")
+    cluster.create_topic(topic)
+    cluster.produce(topic, [b"secret"])
+    assert [m.value() for m in cluster.consume(topic, 1)] == [b"secret"]
+    plaintext = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": "0"}
+    with pytest.raises(KafkaException):
+        AdminClient(plaintext).list_topics(timeout=3)

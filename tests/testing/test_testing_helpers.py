@@ -15,6 +15,7 @@ from mirrorlib.testing.cluster import ClusterSet, ExternalCluster, KafkaCluster
 from mirrorlib.testing.config import (
     ADMIN_USER,
     BROKER_DEFAULTS,
+    BrokerTls,
     broker_properties,
     free_port,
     jaas_config,
@@ -85,6 +86,58 @@ def test_acl_broker_properties() -> None:
         assert 'user_alice="p\\"w"' in jaas
         assert jaas.endswith(";")
     assert props["sasl.mechanism.controller.protocol"] == "PLAIN"
+
+
+def test_tls_broker_properties() -> None:
+    tls = BrokerTls(keystore="/t/broker.p12", truststore="/t/trust.p12", password="pw")
+    props = broker_properties(client_port=1, controller_port=2, log_dir="d", tls=tls)
+    # the client listener is TLS (the broker reaches itself there too); the controller is not
+    assert props["listener.security.protocol.map"] == "CLIENT:SSL,CONTROLLER:PLAINTEXT"
+    assert props["inter.broker.listener.name"] == "CLIENT"
+    assert props["ssl.keystore.type"] == props["ssl.truststore.type"] == "PKCS12"
+    assert props["ssl.keystore.location"] == "/t/broker.p12"
+    assert props["ssl.truststore.location"] == "/t/trust.p12"
+    assert props["ssl.keystore.password"] == props["ssl.key.password"] == "pw"
+    assert props["ssl.client.auth"] == "none"
+    assert props["ssl.endpoint.identification.algorithm"] == "https"
+    mutual = BrokerTls(keystore="k", truststore="t", password="p", client_auth=True)
+    props = broker_properties(client_port=1, controller_port=2, log_dir="d", tls=mutual, acl=True)
+    assert props["ssl.client.auth"] == "required"
+    assert props["listener.security.protocol.map"] == "CLIENT:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
+
+
+def test_tls_cluster_client_settings_are_known_before_start(tmp_path: object) -> None:
+    cluster = KafkaCluster("T", str(tmp_path), tls=True, client_auth=True)
+    assert cluster.tls is not None and not cluster.tls.ca.exists()  # made at start
+    tls = cluster.tls.directory
+    assert cluster.client_config() == {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(tls / "ca.pem"),
+        "ssl.certificate.location": str(tls / "client.pem"),
+        "ssl.key.location": str(tls / "client.key"),
+    }
+    assert cluster.java_client_config() == {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls / "ca.pem"),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls / "client-bundle.pem"),
+    }
+    pkcs12 = cluster.java_client_config(keystore_type="PKCS12")
+    assert pkcs12["ssl.keystore.location"] == str(tls / "client.p12")
+    assert pkcs12["ssl.keystore.password"] == cluster.tls.password
+    assert cluster.server_properties()["ssl.keystore.location"] == str(tls / "broker.p12")
+    one_way = KafkaCluster("U", str(tmp_path), tls=True)
+    assert "ssl.certificate.location" not in one_way.client_config()
+    assert "ssl.keystore.location" not in one_way.java_client_config()
+    assert one_way.server_properties()["ssl.client.auth"] == "none"
+    sasl = KafkaCluster("V", str(tmp_path), tls=True, acl=True)
+    assert sasl.client_config()["security.protocol"] == "SASL_SSL"
+    assert sasl.client_config()["sasl.username"] == ADMIN_USER
+    with pytest.raises(TestClusterError, match="client_auth=True needs tls=True"):
+        KafkaCluster("W", str(tmp_path), client_auth=True)
 
 
 def test_overrides_win() -> None:

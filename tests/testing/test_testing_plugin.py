@@ -49,7 +49,7 @@ def test_external_mode_skips_what_needs_own_clusters(
     result.stdout.fnmatch_lines(
         [
             "*needs 3 clusters; MIRRORLIB_TEST_CLUSTERS has 2*",
-            "*ACL clusters and broker overrides need clusters mirrorlib starts itself*",
+            "*ACL and TLS clusters and broker overrides need clusters mirrorlib starts itself*",
             "*cluster A is external*",
         ]
     )

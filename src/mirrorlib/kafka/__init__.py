@@ -67,9 +67,16 @@ _LOG = _LibrdkafkaLog(LIBRDKAFKA_LOGGER)
 
 
 def client_conf(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """A librdkafka configuration dict with ``overrides`` applied and logging routed to Python."""
+    """A librdkafka configuration dict with ``overrides`` applied and logging routed to Python.
+
+    Raises :class:`~mirrorlib.errors.ConfigError` naming the key and the file when a TLS file
+    setting (``ssl.ca.location``...) points to nothing.
+    """
+    from mirrorlib.kafka.tls import check_tls_files
+
     conf: dict[str, Any] = dict(config)
     conf.update(overrides)
+    check_tls_files(conf)
     conf.setdefault("logger", _LOG)
     return conf
 

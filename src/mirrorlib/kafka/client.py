@@ -42,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorlib.core.policy import ReplicationPolicy, load_policy
 from mirrorlib.core.records import Checkpoint, Heartbeat, OffsetAndMetadata, TopicPartition
 from mirrorlib.errors import ClusterError, CodecError, ConfigError
+from mirrorlib.kafka.tls import check_tls_files, failure_reason
 from mirrorlib.kafka.topiclog import Record, TopicLog
 
 __all__ = ["MirrorClient", "translate_offsets"]
@@ -140,6 +141,8 @@ class MirrorClient:
         self._bootstrap = str(admin_conf["bootstrap.servers"])
         self.alias = alias or self._bootstrap
         self.timeout = float(timeout)
+        check_tls_files(admin_conf, alias=self.alias)
+        check_tls_files(consumer_conf, alias=self.alias)
         try:
             self._admin: AdminClient | None = AdminClient(admin_conf)
         except (KafkaException, TypeError, ValueError) as exc:
@@ -192,7 +195,8 @@ class MirrorClient:
             metadata = admin.list_topics(timeout=max(wait, 0.001))
         except KafkaException as exc:
             raise ClusterError(
-                f"{self._where()}: cannot list topics within {wait:g}s: {exc.args[0]}"
+                f"{self._where()}: cannot list topics within {wait:g}s: "
+                f"{failure_reason(self._consumer_config, exc)}"
             ) from exc
         return {name for name, meta in metadata.topics.items() if meta.error is None}
 
@@ -288,7 +292,7 @@ class MirrorClient:
         except KafkaException as exc:
             raise ClusterError(
                 f"{self._where()}: cannot read metadata of {topic} within {wait:.1f}s: "
-                f"{exc.args[0]}"
+                f"{failure_reason(self._consumer_config, exc)}"
             ) from exc
         meta = metadata.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:

@@ -18,8 +18,15 @@ from confluent_kafka.admin import AdminClient
 from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
 from mirrorlib.errors import ClusterError, ClusterTimeoutError
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.tls import failure_reason, tls_failure
 
 __all__ = ["GroupAdmin", "GroupState"]
+
+
+#: Client-side errors meaning the cluster did not answer (not an answer about the group).
+_UNREACHABLE = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+)
 
 
 class GroupState(StrEnum):
@@ -38,6 +45,7 @@ class GroupAdmin:
     def __init__(self, config: Mapping[str, str], *, alias: str, timeout: float = 30.0) -> None:
         self.alias = alias
         self.timeout = timeout
+        self._config = config
         try:
             self._admin = AdminClient(client_conf(config))
         except KafkaException as exc:
@@ -47,13 +55,17 @@ class GroupAdmin:
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClusterError(f"cluster {self.alias}: {what} failed: {exc}") from exc
+            raise ClusterError(
+                f"cluster {self.alias}: {what} failed: {failure_reason(self._config, exc)}"
+            ) from exc
         except TimeoutError as exc:
             raise self._timed_out(what) from exc
 
     def _timed_out(self, what: str, resource: str | None = None) -> ClusterTimeoutError:
+        why = tls_failure(self._config)
         return ClusterTimeoutError(
-            f"cluster {self.alias}: {what} timed out after {self.timeout}s",
+            f"cluster {self.alias}: {what} timed out after {self.timeout}s"
+            + (f": {why}" if why else ""),
             cluster=self.alias, resource=resource, code="_TIMED_OUT", retriable=True,
         )  # fmt: skip
 
@@ -93,6 +105,11 @@ class GroupAdmin:
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else None
+                if code in _UNREACHABLE:  # the cluster did not answer, as on a timeout
+                    raise ClusterError(
+                        f"cluster {self.alias}: describing group {group} failed: "
+                        f"{failure_reason(self._config, exc)}"
+                    ) from exc
                 out[group] = (
                     GroupState.ABSENT
                     if code == KafkaError.GROUP_ID_NOT_FOUND

@@ -37,12 +37,16 @@ from mirrorlib.testing.jars import (
     resolve_kafka_jars,
 )
 from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
+from mirrorlib.testing.tls import TLS_PASSWORD, Certificate, CertificateAuthority, TlsFiles
 
 __all__ = [
     "ADMIN_PASSWORD",
     "ADMIN_USER",
     "KAFKA_VERSION",
+    "TLS_PASSWORD",
     "BaseCluster",
+    "Certificate",
+    "CertificateAuthority",
     "ClusterFactory",
     "ClusterSet",
     "ExternalCluster",
@@ -50,6 +54,7 @@ __all__ = [
     "KafkaCluster",
     "RealMirrorMaker",
     "TestClusterError",
+    "TlsFiles",
     "cache_dir",
     "default_aliases",
     "external_clusters_from_env",

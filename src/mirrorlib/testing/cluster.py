@@ -16,13 +16,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, overload
+from typing import Any, Literal, Self, overload
 
 from mirrorlib.errors import TestClusterError
 from mirrorlib.testing import config as _cfg
 from mirrorlib.testing.config import ADMIN_PASSWORD, ADMIN_USER, JvmOptions
 from mirrorlib.testing.jars import KAFKA_VERSION, java_executable, kafka_classpath
 from mirrorlib.testing.process import tail_file, terminate
+from mirrorlib.testing.tls import TlsFiles
 
 __all__ = [
     "BaseCluster",
@@ -71,10 +72,29 @@ class BaseCluster:
     #: ``True`` for clusters this process started (they can be restarted and killed).
     managed: bool = False
 
-    def __init__(self, alias: str, *, acl: bool = False, users: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        alias: str,
+        *,
+        acl: bool = False,
+        users: Mapping[str, str] | None = None,
+        tls: TlsFiles | None = None,
+        client_auth: bool = False,
+    ) -> None:
+        if client_auth and tls is None:
+            raise TestClusterError(f"cluster {alias}: client_auth=True needs tls=True")
         self.alias = alias
         self.acl = acl
         self.users: dict[str, str] = dict(users or {})
+        #: The certificates of a cluster whose client listener is TLS (``None``: plaintext).
+        self.tls = tls
+        #: ``True`` when the brokers require client certificates (mutual TLS).
+        self.client_auth = client_auth
+
+    @property
+    def security_protocol(self) -> str:
+        """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
+        return ("SASL_" if self.acl else "") + ("SSL" if self.tls else "PLAINTEXT")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -102,15 +122,23 @@ class BaseCluster:
     ) -> dict[str, str]:
         """librdkafka (confluent_kafka) settings to reach this cluster.
 
-        On ACL clusters this includes the SASL_PLAINTEXT/PLAIN settings of ``user`` (default: the
-        ``admin`` super user). ``extra`` is merged last.
+        On ACL clusters this includes the SASL/PLAIN settings of ``user`` (default: the
+        ``admin`` super user); on TLS clusters the CA file (``ssl.ca.location``) and, if the
+        brokers require client certificates, the client's PEM certificate and key. ``extra`` is
+        merged last.
         """
         conf = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security_protocol != "PLAINTEXT":
+            conf["security.protocol"] = self.security_protocol
+        if self.tls is not None:
+            conf["ssl.ca.location"] = str(self.tls.ca)
+            if self.client_auth:
+                conf["ssl.certificate.location"] = str(self.tls.client.certificate)
+                conf["ssl.key.location"] = str(self.tls.client.key)
         if self.acl:
             name, password = self._credentials(user)
             conf.update(
                 {
-                    "security.protocol": "SASL_PLAINTEXT",
                     "sasl.mechanism": "PLAIN",
                     "sasl.username": name,
                     "sasl.password": password,
@@ -132,14 +160,33 @@ class BaseCluster:
         conf.update(extra or {})
         return conf
 
-    def java_client_config(self, user: str | None = None) -> dict[str, str]:
-        """Java client settings (e.g. for MirrorMaker 2 ``<alias>.`` properties)."""
+    def java_client_config(
+        self, user: str | None = None, *, keystore_type: Literal["PEM", "PKCS12"] = "PEM"
+    ) -> dict[str, str]:
+        """Java client settings (e.g. for MirrorMaker 2 ``<alias>.`` properties).
+
+        On TLS clusters these are what an MM2 user writes: a PEM truststore
+        (``ssl.truststore.type=PEM``, the CA file) and, if the brokers require client
+        certificates, a keystore of ``keystore_type``: one PEM file with the key and the
+        certificate, or a PKCS#12 file with its password.
+        """
         conf = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security_protocol != "PLAINTEXT":
+            conf["security.protocol"] = self.security_protocol
+        if self.tls is not None:
+            conf["ssl.truststore.type"] = "PEM"
+            conf["ssl.truststore.location"] = str(self.tls.ca)
+            if self.client_auth and keystore_type == "PEM":
+                conf["ssl.keystore.type"] = "PEM"
+                conf["ssl.keystore.location"] = str(self.tls.client.bundle)
+            elif self.client_auth:
+                conf["ssl.keystore.type"] = "PKCS12"
+                conf["ssl.keystore.location"] = str(self.tls.client_keystore)
+                conf["ssl.keystore.password"] = self.tls.password
         if self.acl:
             name, password = self._credentials(user)
             conf.update(
                 {
-                    "security.protocol": "SASL_PLAINTEXT",
                     "sasl.mechanism": "PLAIN",
                     "sasl.jaas.config": _cfg.jaas_config(name, password),
                 }
@@ -347,7 +394,9 @@ class ExternalCluster(BaseCluster):
             raise TestClusterError(f"external cluster {self.alias} has no mirrorlib users")
         return {"bootstrap.servers": self._bootstrap, **self.client_extra, **(extra or {})}
 
-    def java_client_config(self, user: str | None = None) -> dict[str, str]:
+    def java_client_config(
+        self, user: str | None = None, *, keystore_type: Literal["PEM", "PKCS12"] = "PEM"
+    ) -> dict[str, str]:
         return self.client_config(user)
 
 
@@ -382,13 +431,16 @@ class KafkaCluster(BaseCluster):
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         jvm: JvmOptions | None = None,
         kafka_version: str = KAFKA_VERSION,
         startup_timeout: float = 120.0,
         ready_probe: bool = True,
     ) -> None:
-        super().__init__(alias, acl=acl, users=users)
+        files = TlsFiles(Path(work_dir) / "tls") if tls else None
+        super().__init__(alias, acl=acl, users=users, tls=files, client_auth=client_auth)
         self.work_dir = Path(work_dir)
         self.overrides: dict[str, str] = dict(overrides or {})
         self.jvm = jvm if jvm is not None else JvmOptions.from_env()
@@ -437,8 +489,14 @@ class KafkaCluster(BaseCluster):
             log_dir=str(self.data_dir),
             acl=self.acl,
             users=self.users,
+            tls=None if self.tls is None else _cfg.BrokerTls(
+                keystore=str(self.tls.broker_keystore),
+                truststore=str(self.tls.broker_truststore),
+                password=self.tls.password,
+                client_auth=self.client_auth,
+            ),
             overrides=self.overrides,
-        )
+        )  # fmt: skip
 
     @property
     def pid(self) -> int | None:
@@ -469,6 +527,8 @@ class KafkaCluster(BaseCluster):
             _cfg.render_properties(self.server_properties()), encoding="utf-8"
         )
         (self.work_dir / "log4j2.properties").write_text(_cfg.LOG4J2_PROPERTIES, encoding="utf-8")
+        if self.tls is not None:
+            self.tls.create()
 
     def _log(self, line: str) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -751,6 +811,8 @@ class ClusterFactory:
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     ) -> list[KafkaCluster]:
@@ -766,7 +828,8 @@ class ClusterFactory:
                 sub = self.work_dir / f"{alias}-{self._counter}"
             props = {**(overrides or {}), **(cluster_overrides or {}).get(alias, {})}
             cluster = KafkaCluster(
-                alias, sub, acl=acl, users=users, overrides=props, jvm=self.jvm,
+                alias, sub, acl=acl, users=users, tls=tls, client_auth=client_auth,
+                overrides=props, jvm=self.jvm,
                 kafka_version=self.kafka_version, startup_timeout=self.startup_timeout,
                 ready_probe=self.ready_probe,
             )  # fmt: skip
@@ -781,6 +844,8 @@ class ClusterFactory:
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
         timeout: float | None = None,
@@ -789,13 +854,15 @@ class ClusterFactory:
 
         ``n_or_aliases``: a count (aliases ``A``, ``B``, ...) or the aliases themselves.
         ``acl``/``users``: ACL-enforcing SASL clusters (see :func:`~mirrorlib.testing.config.
-        broker_properties`). ``overrides``: broker settings for every cluster;
+        broker_properties`). ``tls``: the client listener is TLS, with certificates made for
+        each cluster (:class:`~mirrorlib.testing.tls.TlsFiles`); ``client_auth``: the brokers
+        also require client certificates (mutual TLS). ``overrides``: broker settings for every cluster;
         ``cluster_overrides``: per alias, applied after ``overrides``. If any cluster fails to
         start, all of them are stopped and the first error is raised.
         """
         clusters = self.create(
-            n_or_aliases, acl=acl, users=users, overrides=overrides,
-            cluster_overrides=cluster_overrides,
+            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
+            overrides=overrides, cluster_overrides=cluster_overrides,
         )  # fmt: skip
         # resolve jars / check java once, before the threads race for the lock
         java_executable()
@@ -848,6 +915,8 @@ def start_clusters(
     *,
     acl: bool = False,
     users: Mapping[str, str] | None = None,
+    tls: bool = False,
+    client_auth: bool = False,
     overrides: Mapping[str, str] | None = None,
     cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     work_dir: str | os.PathLike[str] | None = None,
@@ -864,8 +933,8 @@ def start_clusters(
     factory = ClusterFactory(work_dir, jvm=jvm, startup_timeout=timeout)
     try:
         started = factory.start(
-            n_or_aliases, acl=acl, users=users, overrides=overrides,
-            cluster_overrides=cluster_overrides,
+            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
+            overrides=overrides, cluster_overrides=cluster_overrides,
         )  # fmt: skip
     except BaseException:
         factory.close()

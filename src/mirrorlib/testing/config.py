@@ -27,6 +27,7 @@ __all__ = [
     "CONTROLLER_LISTENER",
     "HOST",
     "LOG4J2_PROPERTIES",
+    "BrokerTls",
     "JvmOptions",
     "broker_properties",
     "free_port",
@@ -140,6 +141,20 @@ def jaas_config(username: str, password: str, users: Mapping[str, str] | None = 
     return " ".join(parts) + ";"
 
 
+@attrs.frozen
+class BrokerTls:
+    """The TLS side of a broker's client listener: PKCS#12 stores (JDK 17 reads them directly).
+
+    ``client_auth`` makes the broker require client certificates (``ssl.client.auth=required``)
+    signed by a CA of ``truststore``.
+    """
+
+    keystore: str
+    truststore: str
+    password: str
+    client_auth: bool = False
+
+
 def broker_properties(
     *,
     client_port: int,
@@ -148,6 +163,7 @@ def broker_properties(
     node_id: int = 1,
     acl: bool = False,
     users: Mapping[str, str] | None = None,
+    tls: BrokerTls | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The ``server.properties`` of one single-node KRaft cluster (combined broker+controller).
@@ -155,9 +171,12 @@ def broker_properties(
     Static quorum (``controller.quorum.voters``), so storage is formatted without
     ``--standalone``. With ``acl=True`` both listeners use SASL_PLAINTEXT/PLAIN, the
     ``StandardAuthorizer`` enforces ACLs, ``User:admin`` is the only super user and ``users``
-    (name to password) are the other accounts. ``overrides`` win over everything.
+    (name to password) are the other accounts. With ``tls`` the client listener (which the
+    broker also uses to reach itself) is SSL (SASL_SSL with ``acl``); the controller listener
+    stays without TLS. ``overrides`` win over everything.
     """
-    protocol = "SASL_PLAINTEXT" if acl else "PLAINTEXT"
+    controller_protocol = "SASL_PLAINTEXT" if acl else "PLAINTEXT"
+    protocol = controller_protocol.replace("PLAINTEXT", "SSL") if tls else controller_protocol
     props: dict[str, str] = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
@@ -171,11 +190,25 @@ def broker_properties(
         "inter.broker.listener.name": CLIENT_LISTENER,
         "controller.listener.names": CONTROLLER_LISTENER,
         "listener.security.protocol.map": (
-            f"{CLIENT_LISTENER}:{protocol},{CONTROLLER_LISTENER}:{protocol}"
+            f"{CLIENT_LISTENER}:{protocol},{CONTROLLER_LISTENER}:{controller_protocol}"
         ),
         "log.dirs": log_dir,
         **BROKER_DEFAULTS,
     }
+    if tls is not None:
+        props.update(
+            {
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": tls.keystore,
+                "ssl.keystore.password": tls.password,
+                "ssl.key.password": tls.password,
+                "ssl.truststore.type": "PKCS12",
+                "ssl.truststore.location": tls.truststore,
+                "ssl.truststore.password": tls.password,
+                "ssl.client.auth": "required" if tls.client_auth else "none",
+                "ssl.endpoint.identification.algorithm": "https",
+            }
+        )
     if acl:
         if users and ADMIN_USER in users:
             raise TestClusterError(f"user name {ADMIN_USER!r} is reserved for the super user")

@@ -16,6 +16,9 @@ Fixtures:
     A shared ACL-enforcing cluster with users ``alice`` and ``bob`` (passwords
     ``alice-secret`` / ``bob-secret``) besides the ``admin`` super user.
 
+TLS clusters: ``kafka_clusters(["TA", "TB"], tls=True)``, with ``client_auth=True`` for brokers
+that require client certificates; ``cluster.client_config()`` has the PEM file settings.
+
 ``MIRRORLIB_TEST_CLUSTERS="A=host:9092,B=host:9093"`` points all of this at existing clusters
 instead: ``kafka_clusters`` hands those out (by alias, or the first ``n``), and everything that
 needs a cluster of its own (restart/kill via ``private_kafka_clusters``, ACLs, broker
@@ -64,6 +67,8 @@ class ClusterRequest(Protocol):
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     ) -> ClusterSet: ...
@@ -89,13 +94,14 @@ def _external(
     *,
     acl: bool,
     users: Mapping[str, str] | None,
+    tls: bool,
     overrides: Mapping[str, str] | None,
     cluster_overrides: Mapping[str, Mapping[str, str]] | None,
 ) -> ClusterSet:
-    if acl or users or overrides or cluster_overrides:
+    if acl or users or tls or overrides or cluster_overrides:
         pytest.skip(
-            "MIRRORLIB_TEST_CLUSTERS is set: ACL clusters and broker overrides need clusters "
-            "mirrorlib starts itself"
+            "MIRRORLIB_TEST_CLUSTERS is set: ACL and TLS clusters and broker overrides need "
+            "clusters mirrorlib starts itself"
         )
     by_alias = {c.alias: c for c in externals}
     if isinstance(n_or_aliases, int):
@@ -115,6 +121,7 @@ def _key(
     n_or_aliases: int | Iterable[str],
     acl: bool,
     users: Mapping[str, str] | None,
+    tls: tuple[bool, bool],
     overrides: Mapping[str, str] | None,
     cluster_overrides: Mapping[str, Mapping[str, str]] | None,
 ) -> tuple[Any, ...]:
@@ -122,6 +129,7 @@ def _key(
         _aliases(n_or_aliases),
         acl,
         tuple(sorted((users or {}).items())),
+        tls,
         tuple(sorted((overrides or {}).items())),
         tuple(sorted((a, tuple(sorted(o.items()))) for a, o in (cluster_overrides or {}).items())),
     )
@@ -141,6 +149,8 @@ class _SessionClusters:
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     ) -> ClusterSet:
@@ -148,11 +158,11 @@ class _SessionClusters:
             n_or_aliases = tuple(n_or_aliases)
         if self._externals is not None:
             return _external(
-                self._externals, n_or_aliases, acl=acl, users=users, overrides=overrides,
-                cluster_overrides=cluster_overrides,
+                self._externals, n_or_aliases, acl=acl, users=users, tls=tls or client_auth,
+                overrides=overrides, cluster_overrides=cluster_overrides,
             )  # fmt: skip
         assert self._factory is not None
-        key = _key(n_or_aliases, acl, users, overrides, cluster_overrides)
+        key = _key(n_or_aliases, acl, users, (tls, client_auth), overrides, cluster_overrides)
         cached = self._cache.get(key)
         if isinstance(cached, TestClusterError):
             # do not spend another startup timeout on a configuration that already failed
@@ -169,8 +179,8 @@ class _SessionClusters:
             return cached
         try:
             clusters = self._factory.start(
-                n_or_aliases, acl=acl, users=users, overrides=overrides,
-                cluster_overrides=cluster_overrides, timeout=_start_timeout(),
+                n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
+                overrides=overrides, cluster_overrides=cluster_overrides, timeout=_start_timeout(),
             )  # fmt: skip
         except TestClusterError as exc:
             self._cache[key] = exc
@@ -212,12 +222,14 @@ def private_kafka_clusters(tmp_path: Any) -> Iterator[ClusterRequest]:
         *,
         acl: bool = False,
         users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
         overrides: Mapping[str, str] | None = None,
         cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     ) -> ClusterSet:
         return factory.start(
-            n_or_aliases, acl=acl, users=users, overrides=overrides,
-            cluster_overrides=cluster_overrides, timeout=_start_timeout(),
+            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
+            overrides=overrides, cluster_overrides=cluster_overrides, timeout=_start_timeout(),
         )  # fmt: skip
 
     try:

@@ -88,7 +88,8 @@ class DataLossError(MirrorError, RuntimeError):
 
 
 class FailoverRefusedError(MirrorError):
-    """The failover was refused (the group is still active somewhere); ``plan`` tells why."""
+    """The failover was refused (the group is still active somewhere, would skip records, or
+    has nothing to move); ``plan`` tells why."""
 
     def __init__(self, message: str, plan: FailoverPlan) -> None:
         super().__init__(message)

@@ -11,7 +11,7 @@ MirrorError
 ├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
 ├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
-├── FailoverRefusedError         a failover was refused (group still active); .plan says why
+├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
     ├── PlanApplyError           some steps of a plan failed; .result tells which

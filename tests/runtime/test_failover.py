@@ -275,15 +275,12 @@ def test_skipping_records_and_an_empty_group_are_refused_unless_allowed(
     two_clusters: ClusterSet,
 ) -> None:
     from mirrorlib.kafka.groups import GroupAdmin
-    from tests.runtime.conftest import commit_group
+    from tests.runtime.conftest import commit_group, produce
 
     a, b = two_clusters
     topic, group = "fo.skip", "fo-skip"
     a.create_topic(topic, 1)
-    p = Producer(a.client_config())
-    for i in range(20):
-        p.produce(topic, value=str(i).encode())
-    assert p.flush(10) == 0
+    produce(a, topic, [{"value": str(i).encode()} for i in range(20)])
     cfg = _config(two_clusters, ["A->B"], **{"A->B.topics": "fo\\.skip"})
     with Replicator(cfg):
         _wait("replicated", lambda: _remote_count(b, "A.fo.skip") >= 20)

@@ -11,7 +11,7 @@ MirrorError
 ├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
 ├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
-├── FailoverRefusedError         a failover was refused (group still active); .plan says why
+├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
     ├── PlanApplyError           some steps of a plan failed; .result tells which
@@ -88,7 +88,8 @@ class DataLossError(MirrorError, RuntimeError):
 
 
 class FailoverRefusedError(MirrorError):
-    """The failover was refused (the group is still active somewhere); ``plan`` tells why."""
+    """The failover was refused (the group is still active somewhere, would skip records, or
+    has nothing to move); ``plan`` tells why."""
 
     def __init__(self, message: str, plan: FailoverPlan) -> None:
         super().__init__(message)

@@ -112,6 +112,24 @@ def _produce(cluster: Any, topic: str, n: int, partitions: int = 2) -> None:
     assert p.flush(10) == 0
 
 
+def _consume_and_commit(cluster: Any, group: str, topic: str, n: int) -> None:
+    """Consume ``n`` records of ``topic`` with ``group`` from the start, then commit."""
+    c = Consumer(
+        {
+            **cluster.client_config(),
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    got = 0
+    while got < n:
+        got += len([m for m in c.consume(n - got, timeout=1) if m.error() is None])
+    c.commit(asynchronous=False)
+    c.close()
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
@@ -155,20 +173,7 @@ def test_status_plan_verify_failover_on_real_clusters(
         code, out, _ = _run(capsys, "status", str(path))
         assert "A->B: running" in out and "cli.orders-0" in out
         # a consumer group on A, checkpointed, then failed over
-        c = Consumer(
-            {
-                **a.client_config(),
-                "group.id": "cli-group",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-            }
-        )
-        c.subscribe(["cli.orders"])
-        got = 0
-        while got < 30:
-            got += len([m for m in c.consume(30 - got, timeout=1) if m.error() is None])
-        c.commit(asynchronous=False)
-        c.close()
+        _consume_and_commit(a, "cli-group", "cli.orders", 30)
         wait_for(
             "checkpoint age shown",
             lambda: (
@@ -236,3 +241,37 @@ def test_demo_runs_on_given_clusters(
     out = capsys.readouterr().out
     assert result["processed"] == 120 and result["re_read"] == 0
     assert "nothing lost" in out and "resumes at offset" in out
+
+
+@pytest.mark.integration
+def test_failover_refuses_skips_and_unknown_groups_with_exit_5(
+    two_clusters: ClusterSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.runtime.conftest import commit_group, config, end_offsets, wait_for
+
+    a, b = two_clusters
+    a.create_topic("cli.skip", 1)
+    _produce(a, "cli.skip", 20, partitions=1)
+    path = _write_config(two_clusters, tmp_path, **{"A->B.topics": "cli\\.skip"})
+    with Replicator(config(two_clusters, ["A->B"], **{"A->B.topics": "cli\\.skip"})):
+        wait_for("copied", lambda: sum(end_offsets(b, "A.cli.skip").values()) >= 20)
+    _consume_and_commit(a, "cli-skip", "cli.skip", 10)
+    commit_group(b, "cli-skip", "A.cli.skip", {0: 16})  # 6 records past the translation
+
+    failover = ["failover", str(path), "--from", "A", "--to", "B"]
+    for extra in ([], ["--dry-run"]):
+        code, out, err = _run(capsys, *failover, "--group", "cli-skip", *extra)
+        assert code == EXIT_REFUSED, out + err
+        assert "records skipped: 6" in out and "REFUSED" in out
+        assert "A.cli.skip-0: 6" in err and "--allow-skip" in err
+    code, out, err = _run(capsys, *failover, "--group", "cli-skip", "--allow-skip", "--json")
+    assert code == EXIT_OK, out + err
+    plan = json.loads(out)
+    assert plan["skipped_total"] == 6 and plan["partitions"][0]["action"] == "keep"
+
+    code, out, err = _run(capsys, *failover, "--group", "cli-nosuch")
+    assert code == EXIT_REFUSED
+    assert "'cli-nosuch' has no committed offsets on A" in err and "--allow-empty" in err
+    code, out, err = _run(capsys, *failover, "--group", "cli-nosuch", "--allow-empty")
+    assert code == EXIT_OK, out + err
+    assert "nothing to translate" in out

@@ -100,9 +100,105 @@ def test_never_rewinds_the_target_group() -> None:
         forward=fwd,
         target_offsets={TP("A.orders", 0): OffsetAndMetadata(70)},
         target_state="empty",
+        allow_skip=True,
     )
     (p,) = plan.partitions
     assert p.action is FailoverAction.KEEP and p.current == 70 and plan.offsets == {}
+    assert plan.refused is None
+
+
+def test_a_group_past_the_translation_skips_records_and_is_refused() -> None:
+    fwd = exact_translator("orders", 0, 0, 100)
+    args: dict[str, Any] = dict(
+        source_offsets={
+            TP("orders", 0): OffsetAndMetadata(30),
+            TP("orders", 1): OffsetAndMetadata(5),
+        },
+        forward=fwd,
+        checkpoints={TP("A.orders", 1): Checkpoint("g", "A.orders", 1, 5, 5)},
+        target_offsets={
+            TP("A.orders", 0): OffsetAndMetadata(70),
+            TP("A.orders", 1): OffsetAndMetadata(2),
+        },
+        target_state="empty",
+    )
+    plan = _plan(**args)
+    skipping, moving = plan.partitions
+    # exact translation: the group on B is 40 records past where it stopped on A
+    assert (skipping.action, skipping.translated, skipping.skipped, skipping.re_read) == (
+        FailoverAction.KEEP,
+        30,
+        40,
+        0,
+    )
+    assert skipping.skipped_exact and "40 record(s) never read" in skipping.reason
+    assert (moving.action, moving.skipped) == (FailoverAction.COMMIT, 0)
+    assert plan.skipped_total == 40 and plan.skipping == (skipping,)
+    assert plan.refused is not None
+    for text in ("group 'g'", "on B", "1 partition(s)", "A.orders-0: 40", "--allow-skip"):
+        assert text in plan.refused
+    assert "A.orders-1" not in plan.refused
+    d = plan.to_dict()
+    assert d["skipped_total"] == 40 and d["partitions"][0]["skipped"] == 40
+    assert "records skipped: 40" in plan.describe() and "REFUSED" in plan.describe()
+    allowed = _plan(**args, allow_skip=True)
+    assert allowed.refused is None and allowed.skipped_total == 40
+    assert allowed.offsets == {TP("A.orders", 1): OffsetAndMetadata(5)}
+
+
+def test_a_group_past_the_translation_but_not_past_its_re_reads_skips_nothing() -> None:
+    # translated from the checkpoint (40); the syncs prove the group's next record sits at 50
+    fwd = exact_translator("orders", 0, 0, 100)
+    fwd.begin_initial_load(only_last=False)  # translate() answers nothing: the checkpoint is used
+    args: dict[str, Any] = dict(
+        source_offsets={TP("orders", 0): OffsetAndMetadata(50)},
+        checkpoints={TP("A.orders", 0): Checkpoint("g", "A.orders", 0, 40, 40)},
+        forward=fwd,
+        target_state="empty",
+    )
+    fresh = _plan(**args)
+    assert (fresh.partitions[0].translated, fresh.partitions[0].re_read) == (40, 10)
+    plan = _plan(**args, target_offsets={TP("A.orders", 0): OffsetAndMetadata(45)})
+    (p,) = plan.partitions
+    assert (p.action, p.re_read, p.skipped, plan.refused) == (FailoverAction.KEEP, 5, 0, None)
+    plan = _plan(**args, target_offsets={TP("A.orders", 0): OffsetAndMetadata(58)})
+    (p,) = plan.partitions
+    assert (p.re_read, p.skipped, p.skipped_exact) == (0, 8, True)
+    assert plan.refused is not None and "A.orders-0: 8" in plan.refused
+
+
+def test_skips_counted_from_an_inexact_translation_are_an_upper_bound() -> None:
+    cp = Checkpoint("g", "A.orders", 0, 40, 40)
+    plan = _plan(
+        source_offsets=None,
+        source_state="unreachable",
+        checkpoints={TP("A.orders", 0): cp},
+        target_offsets={TP("A.orders", 0): OffsetAndMetadata(55)},
+        target_state="empty",
+    )
+    (p,) = plan.partitions
+    assert (p.skipped, p.skipped_exact, p.re_read) == (15, False, None)
+    assert plan.refused is not None and "A.orders-0: up to 15" in plan.refused
+    assert "<=15" in plan.describe() and "records skipped: up to 15" in plan.describe()
+    assert plan.to_dict()["partitions"][0]["skipped_exact"] is False
+
+
+def test_a_group_with_nothing_to_move_is_refused_unless_allowed() -> None:
+    plan = _plan(source_offsets={}, source_state="absent")
+    assert plan.refused is not None
+    for text in ("group 'g'", "no committed offsets on A", "absent", "--allow-empty"):
+        assert text in plan.refused
+    allowed = _plan(source_offsets={}, source_state="absent", allow_empty=True)
+    assert allowed.refused is None and allowed.partitions == ()
+    assert any("nothing to translate" in n for n in allowed.notes)
+    unreachable = _plan(source_offsets=None, source_state="unreachable")
+    assert unreachable.refused is not None
+    assert (
+        "A is unreachable" in unreachable.refused and "no checkpoints on B" in unreachable.refused
+    )
+    # a group still active is refused for that reason first
+    active = _plan(source_offsets={}, source_state="active")
+    assert active.refused is not None and "active members on A" in active.refused
 
 
 def test_rewound_group_below_its_checkpoint_is_skipped() -> None:
@@ -115,13 +211,18 @@ def test_rewound_group_below_its_checkpoint_is_skipped() -> None:
 
 
 def test_unreplicated_topics_are_ignored_and_unknown_target_partitions_kept() -> None:
-    plan = _plan(
+    args: dict[str, Any] = dict(
         source_offsets={TP("skip.me", 0): OffsetAndMetadata(5)},
         target_offsets={TP("local", 0): OffsetAndMetadata(9)},
         target_state="empty",
     )
+    plan = _plan(**args, allow_empty=True)
     (p,) = plan.partitions
-    assert p.topic == "local" and p.action is FailoverAction.KEEP
+    assert p.topic == "local" and p.action is FailoverAction.KEEP and p.skipped == 0
+    assert plan.refused is None
+    # nothing the flow replicates: nothing moves, which is refused unless allowed
+    refused = _plan(**args).refused
+    assert refused is not None and "does not replicate (skip.me)" in refused
 
 
 def test_failback_translates_backwards_with_the_opposite_flows_syncs() -> None:

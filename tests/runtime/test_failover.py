@@ -268,3 +268,40 @@ def test_failback_loses_nothing_and_re_reads_nothing(two_clusters: ClusterSet) -
     re_read = len(values) - len(set(values))
     print(f"failback re-read {re_read} record(s)")
     assert re_read == 0
+
+
+@pytest.mark.integration
+def test_skipping_records_and_an_empty_group_are_refused_unless_allowed(
+    two_clusters: ClusterSet,
+) -> None:
+    from mirrorlib.kafka.groups import GroupAdmin
+    from tests.runtime.conftest import commit_group, produce
+
+    a, b = two_clusters
+    topic, group = "fo.skip", "fo-skip"
+    a.create_topic(topic, 1)
+    produce(a, topic, [{"value": str(i).encode()} for i in range(20)])
+    cfg = _config(two_clusters, ["A->B"], **{"A->B.topics": "fo\\.skip"})
+    with Replicator(cfg):
+        _wait("replicated", lambda: _remote_count(b, "A.fo.skip") >= 20)
+        _consume_n(a, group, [topic], 10)
+    # the group is already at 15 on B: resuming there, it would never read records 10..14
+    commit_group(b, group, "A.fo.skip", {0: 15})
+    for dry_run in (True, False):
+        with pytest.raises(FailoverRefusedError, match="A.fo.skip-0: 5") as refused:
+            failover(cfg, group, "A", "B", dry_run=dry_run)
+        assert "--allow-skip" in str(refused.value)
+        assert refused.value.plan.skipped_total == 5
+    plan = failover(cfg, group, "A", "B", allow_skip=True)
+    (part,) = plan.partitions
+    assert (part.translated, part.current, part.skipped) == (10, 15, 5)
+    assert plan.refused is None and plan.offsets == {}
+    admin = GroupAdmin(b.client_config(), alias="B")
+    assert admin.committed_offsets(group)[TP("A.fo.skip", 0)].offset == 15  # never rewound
+
+    # a mistyped group: nothing to move, refused; allowed, it commits nothing
+    with pytest.raises(FailoverRefusedError, match="'fo-nosuch' has no committed offsets on A"):
+        failover(cfg, "fo-nosuch", "A", "B")
+    plan = failover(cfg, "fo-nosuch", "A", "B", allow_empty=True)
+    assert plan.partitions == () and not plan.applied
+    assert admin.committed_offsets("fo-nosuch") == {}

@@ -13,14 +13,15 @@ Commands (``mirrorlib COMMAND --help`` for the options):
     and ACLs would change, which topics are skipped and why.
 ``verify CONFIG [--flow A->B] [--topics REGEX] [--json]``
     Audits flows record by record: missing, extra and duplicated records per partition.
-``failover --group G --from A --to B CONFIG [--dry-run] [--json]``
+``failover --group G --from A --to B CONFIG [--dry-run] [--allow-skip] [--allow-empty] [--json]``
     Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
 ``demo``
     Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
 
 Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed); 2 bad command
 line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
-``failover`` refused (the group is still active). Errors are one line on stderr; ``--verbose``
+``failover`` refused (the group is still active, would skip records, or has nothing to move;
+also with ``--dry-run``). Errors are one line on stderr; ``--verbose``
 adds the traceback.
 """
 
@@ -103,7 +104,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="cluster the group consumed from")  # fmt: skip
     fo.add_argument("--to", dest="to_alias", required=True, metavar="ALIAS",
                     help="cluster the group moves to")  # fmt: skip
-    fo.add_argument("--dry-run", action="store_true", help="show the plan, commit nothing")
+    fo.add_argument("--dry-run", action="store_true",
+                    help="show the plan, commit nothing (exit 5 if it would be refused)")  # fmt: skip
+    fo.add_argument("--allow-skip", action="store_true",
+                    help="proceed although the group is past the translation on the new "
+                    "cluster (the records in between are never read)")  # fmt: skip
+    fo.add_argument("--allow-empty", action="store_true",
+                    help="succeed although the group has no committed offsets to move")  # fmt: skip
     fo.add_argument("--json", action="store_true", help="machine-readable output")
     fo.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
 
@@ -260,7 +267,7 @@ def _failover(args: argparse.Namespace) -> int:
     try:
         plan = failover(
             config, args.group, args.from_alias, args.to_alias, dry_run=args.dry_run,
-            timeout=args.timeout,
+            allow_skip=args.allow_skip, allow_empty=args.allow_empty, timeout=args.timeout,
         )  # fmt: skip
     except FailoverRefusedError as exc:
         if args.json:

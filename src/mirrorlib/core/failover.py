@@ -35,6 +35,7 @@ class FailoverAction(enum.StrEnum):
 
     COMMIT = "commit"  # the translated offset is committed on the new cluster
     KEEP = "keep"  # the group is already at or past the translation there: never rewound
+    # (when past it, the records in between are never read: ``PartitionFailover.skipped``)
     SKIP = "skip"  # no safe translation: nothing is written (the reason says why)
 
 
@@ -50,6 +51,15 @@ class PartitionFailover:
     counted, e.g. the old cluster is unreachable or the translation is not exact). ``method``
     says where ``translated`` comes from: ``"offset-syncs"``, ``"checkpoint"`` or
     ``"reverse-offset-syncs"``.
+
+    ``skipped`` counts the records the group will *never read*: when its committed offset on the
+    new cluster (``current``) is past the first record it has not processed, the action is
+    ``keep`` (a group is never rewound) and it resumes at ``current``. The count is ``current``
+    minus the offset of that first record: ``translated + re_read`` when ``re_read`` is known
+    (then the count is exact), else ``translated`` (then it is an upper bound: some of those
+    records may be ones the group already processed on the old cluster). Like ``re_read`` it
+    counts offsets of the new cluster's partition, so a transaction marker among them counts
+    as a record. It is 0 for every other partition.
     """
 
     topic: str
@@ -63,6 +73,12 @@ class PartitionFailover:
     method: str
     reason: str = ""
     metadata: str = ""
+    skipped: int = 0
+
+    @property
+    def skipped_exact(self) -> bool:
+        """Whether ``skipped`` is exact (else an upper bound, see the class documentation)."""
+        return self.skipped == 0 or self.re_read is not None
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -77,6 +93,8 @@ class PartitionFailover:
             "current": self.current,
             "translated": self.translated,
             "re_read": self.re_read,
+            "skipped": self.skipped,
+            "skipped_exact": self.skipped_exact,
             "action": str(self.action),
             "method": self.method,
             "reason": self.reason,
@@ -119,6 +137,17 @@ class FailoverPlan:
             return None
         return sum(c for c in counts if c is not None)
 
+    @property
+    def skipped_total(self) -> int:
+        """Records the group will never read, over all partitions (see
+        :attr:`PartitionFailover.skipped`; an upper bound where a partition's count is)."""
+        return sum(p.skipped for p in self.partitions)
+
+    @property
+    def skipping(self) -> tuple[PartitionFailover, ...]:
+        """The partitions where the group will skip records (``skipped > 0``)."""
+        return tuple(p for p in self.partitions if p.skipped > 0)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "group": self.group,
@@ -130,6 +159,7 @@ class FailoverPlan:
             "applied": self.applied,
             "notes": list(self.notes),
             "re_read_total": self.re_read_total,
+            "skipped_total": self.skipped_total,
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -147,7 +177,9 @@ class FailoverPlan:
             f"(group is {self.source_state} on {self.from_alias}, "
             f"{self.target_state} on {self.to_alias})"
         )
-        rows = [("partition", "source", "current", "translated", "re-read", "action", "via")]
+        rows = [
+            ("partition", "source", "current", "translated", "re-read", "skipped", "action", "via")
+        ]
         for p in self.partitions:
             src = "-" if p.source_topic is None else f"{p.source_topic}-{p.partition}"
             if p.source_offset is not None:
@@ -160,6 +192,7 @@ class FailoverPlan:
                     cell(p.current),
                     cell(p.translated),
                     cell(p.re_read),
+                    _skipped_cell(p),
                     action,
                     p.method,
                 )
@@ -170,6 +203,7 @@ class FailoverPlan:
         lines.append(
             f"{moving} partition(s) to commit; records re-read: "
             + (str(total) if total is not None else "unknown for some partitions")
+            + f"; records skipped: {_skipped_text(self.skipping, self.skipped_total)}"
         )
         lines.extend(f"note: {n}" for n in self.notes)
         if self.refused:
@@ -180,6 +214,16 @@ class FailoverPlan:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _skipped_cell(p: PartitionFailover) -> str:
+    return str(p.skipped) if p.skipped_exact else f"<={p.skipped}"
+
+
+def _skipped_text(partitions: Iterable[PartitionFailover], total: int) -> str:
+    """``total``, prefixed with "up to" when one of the counts is an upper bound."""
+    exact = all(p.skipped_exact for p in partitions)
+    return str(total) if exact else f"up to {total}"
 
 
 # -- pure translation helpers -----------------------------------------------------------------
@@ -266,6 +310,8 @@ def plan_failover(
     forward: OffsetTranslator | None,
     backward: OffsetTranslator | None,
     notes: Iterable[str] = (),
+    allow_skip: bool = False,
+    allow_empty: bool = False,
 ) -> FailoverPlan:
     """Compute the failover plan from plain inputs (no I/O).
 
@@ -275,6 +321,12 @@ def plan_failover(
     cluster is unreachable. ``checkpoints`` are the group's latest checkpoints keyed by the
     partition on the new cluster. ``forward`` holds the offset syncs of flow from->to (``None``
     when unreadable), ``backward`` those of flow to->from.
+
+    Besides a group active on either cluster, the plan is refused when the group would skip
+    records on the new cluster (:attr:`PartitionFailover.skipped`), unless ``allow_skip``, and
+    when nothing translates — no committed offsets on the old cluster for topics the flow
+    replicates, or, with the old cluster unreachable, no checkpoints — unless ``allow_empty``
+    (a mistyped group name would otherwise "fail over" successfully).
     """
     notes = list(notes)
     refused: str | None = None
@@ -310,18 +362,27 @@ def plan_failover(
         metadata: str,
     ) -> PartitionFailover:
         current = current_of(tp)
+        skipped = 0
         if translated is None:
             action, why = FailoverAction.SKIP, reason or "no safe translation"
         elif current is not None and current >= translated:
             action = FailoverAction.KEEP
-            why = "already at or past the translation; never rewound"
-            re_read = None if re_read is None else max(re_read - (current - translated), 0)
+            # the first record the group has not processed (a lower bound if re_read is unknown)
+            first_unread = translated if re_read is None else translated + re_read
+            skipped = max(current - first_unread, 0)
+            re_read = None if re_read is None else max(first_unread - current, 0)
+            if skipped:
+                count = f"{skipped}" if re_read is not None else f"up to {skipped}"
+                why = f"past the translation: {count} record(s) never read; never rewound"
+            else:
+                why = "already at or past the translation; never rewound"
         else:
             action, why = FailoverAction.COMMIT, reason
         return PartitionFailover(
             topic=tp.topic, partition=tp.partition, source_topic=source_topic,
             source_offset=source_offset, current=current, translated=translated,
             re_read=re_read, action=action, method=method, reason=why, metadata=metadata,
+            skipped=skipped,
         )  # fmt: skip
 
     handled_sources: set[TopicPartition] = set()
@@ -381,6 +442,7 @@ def plan_failover(
             pos = None
             by_target[tp] = decide(tp, None, None, cp.downstream_offset, pos, "checkpoint", "",
                                    cp.metadata)  # fmt: skip
+    translated_any = bool(by_target)
     # partitions the group has on the new cluster that nothing translates: shown, untouched
     for tp in sorted(target_offsets):
         if tp not in by_target and current_of(tp) is not None:
@@ -391,13 +453,63 @@ def plan_failover(
                 f"{from_alias}; left as it is",
             )  # fmt: skip
     partitions = tuple(by_target[tp] for tp in sorted(by_target))
-    if refused is None and not partitions:
-        notes.append(
-            f"nothing to translate: group {group!r} has no committed offsets on {from_alias} "
-            f"for replicated topics and no checkpoints on {to_alias}"
-        )
+    if refused is None and not translated_any:
+        if allow_empty:
+            notes.append(
+                f"nothing to translate: group {group!r} has no committed offsets on {from_alias} "
+                f"for replicated topics and no checkpoints on {to_alias}"
+            )
+        else:
+            refused = _nothing_to_move(group, from_alias, to_alias, source_state, source_offsets)
+    skipping = [p for p in partitions if p.skipped > 0]
+    if refused is None and skipping and not allow_skip:
+        refused = _would_skip(group, to_alias, skipping)
     return FailoverPlan(
         group=group, from_alias=from_alias, to_alias=to_alias, partitions=partitions,
         source_state=source_state, target_state=target_state, refused=refused,
         notes=tuple(notes),
     )  # fmt: skip
+
+
+def _nothing_to_move(
+    group: str,
+    from_alias: str,
+    to_alias: str,
+    source_state: str,
+    source_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+) -> str:
+    """Why a plan that translates nothing is refused, and how to proceed anyway."""
+    override = "or pass --allow-empty (allow_empty=True) if there is nothing to move"
+    if source_offsets is None:
+        return (
+            f"{from_alias} is unreachable and group {group!r} has no checkpoints on {to_alias}: "
+            f"nothing to translate. Check the group name and that flow {from_alias}->{to_alias} "
+            f"emits checkpoints for it (its groups filter), {override}."
+        )
+    topics = sorted({tp.topic for tp, om in source_offsets.items() if om.offset >= 0})
+    if not topics:
+        return (
+            f"group {group!r} has no committed offsets on {from_alias} (the group is "
+            f"{source_state} there): nothing to move. Check the group name, {override}."
+        )
+    return (
+        f"group {group!r} has committed offsets on {from_alias} only for topics that flow "
+        f"{from_alias}->{to_alias} does not replicate ({', '.join(topics)}): nothing to move. "
+        f"Check the group name and the flow's topics filter, {override}."
+    )
+
+
+def _would_skip(group: str, to_alias: str, skipping: list[PartitionFailover]) -> str:
+    """Why a plan in which the group would skip records is refused, and how to proceed."""
+    counts = ", ".join(
+        f"{p.topic}-{p.partition}: {_skipped_text([p], p.skipped)}" for p in skipping
+    )
+    total = _skipped_text(skipping, sum(p.skipped for p in skipping))
+    return (
+        f"group {group!r} is already past the translated offset on {to_alias} in "
+        f"{len(skipping)} partition(s) and would never read {total} record(s) there ({counts}); "
+        f"mirrorlib never rewinds a group. If the group consumed them on {to_alias} (a failover "
+        f"run again after its consumers moved on) or skipping them is intended, pass "
+        f"--allow-skip (allow_skip=True); otherwise delete the group's offsets on {to_alias} "
+        f"(kafka-consumer-groups.sh --delete-offsets) and run the failover again."
+    )

@@ -31,9 +31,16 @@ Safety rules
 * a group with active members on ``to`` is refused: Kafka does not let anyone else change an
   active group's offsets, and its members would not see the change;
 * a partition whose offset on ``to`` is already at or past the translation is kept: the group is
-  never rewound;
-* translation never answers past the first record the group still has to read, so no record is
-  ever skipped; re-reads are reported (``re_read``) where they can be counted.
+  never rewound. When it is *past* the first record the group has not processed, the records in
+  between would never be read: they are counted (``skipped``) and the failover is refused unless
+  ``allow_skip`` (``--allow-skip``);
+* a group with nothing to translate (no committed offsets on ``from`` for replicated topics, or
+  ``from`` unreachable and no checkpoints: a mistyped group name, say) is refused unless
+  ``allow_empty`` (``--allow-empty``);
+* translation never answers past the first record the group still has to read, so the offsets
+  committed skip no record; re-reads are reported (``re_read``) where they can be counted.
+
+These rules rest on premises listed under "Premises" in ``docs/failover.md``.
 
 The plan is computed by the pure function :func:`~mirrorlib.core.failover.plan_failover`
 (:mod:`mirrorlib.core.failover`, re-exported here); :func:`failover` gathers its inputs from the
@@ -117,14 +124,21 @@ def failover(
     to_alias: str,
     *,
     dry_run: bool = False,
+    allow_skip: bool = False,
+    allow_empty: bool = False,
     timeout: float = 30.0,
 ) -> FailoverPlan:
     """Move consumer group ``group`` from cluster ``from_alias`` to ``to_alias``.
 
     Computes the :class:`FailoverPlan` from the clusters (see the module documentation) and,
     unless ``dry_run``, commits its offsets on ``to_alias``. Returns the plan (``applied`` tells
-    whether offsets were committed). Raises :class:`FailoverRefusedError` (carrying the plan) when the
-    group is still active on either cluster, :class:`~mirrorlib.errors.ClusterError` when
+    whether offsets were committed).
+
+    Raises :class:`FailoverRefusedError` (carrying the plan) when the group is still active on
+    either cluster; when it would skip records on ``to_alias`` (its offsets there are past the
+    translation), unless ``allow_skip``; and when it has nothing to translate (no committed
+    offsets on ``from_alias``), unless ``allow_empty``. A dry run raises it too, so that it tells
+    whether the failover would go through. Raises :class:`~mirrorlib.errors.ClusterError` when
     ``to_alias`` cannot be reached, :class:`~mirrorlib.errors.ConfigError` for unknown aliases.
 
     The old cluster may be unreachable (a real disaster): the checkpoints on ``to_alias`` are
@@ -201,6 +215,8 @@ def failover(
         forward=forward,
         backward=backward,
         notes=notes,
+        allow_skip=allow_skip,
+        allow_empty=allow_empty,
     )  # fmt: skip
     if plan.refused is not None:
         raise FailoverRefusedError(plan.refused, plan)

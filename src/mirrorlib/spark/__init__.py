@@ -69,25 +69,14 @@ def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) ->
 
 
 class _StreamingQuery:
-    """The Spark data plane of one flow (a :class:`~mirrorlib.runtime.flow.DataPlane`): its
-    Structured Streaming query, made of mirrorlib's data source and sink."""
+    """The Spark data plane of one flow of ``job`` (a :class:`~mirrorlib.runtime.flow.DataPlane`):
+    its Structured Streaming query, made of mirrorlib's data source and sink, with ``tasks``
+    write tasks per batch."""
 
-    def __init__(
-        self,
-        spark: Any,
-        *,
-        checkpoint_location: str,
-        mode: Mode,
-        trigger_interval: str,
-        tasks: int,
-        max_records_per_batch: int | None,
-    ) -> None:
+    def __init__(self, job: SparkReplicator, spark: Any, tasks: int) -> None:
+        self.job = job
         self.spark = spark
-        self.checkpoint_location = checkpoint_location
-        self.mode: Mode = mode
-        self.trigger_interval = trigger_interval
         self.tasks = tasks
-        self.max_records_per_batch = max_records_per_batch
         self.name = ""
         self.query: Any = None
         """The ``pyspark.sql.streaming.StreamingQuery`` (``None`` until started)."""
@@ -100,11 +89,12 @@ class _StreamingQuery:
         from mirrorlib.spark.source import encode_settings
 
         s = flow.settings
+        job = self.job
         options = {
             "flow.secret": encode_settings(s),
             "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
             "tasks": str(self.tasks),
-            "max.records.per.batch": str(self.max_records_per_batch or 0),
+            "max.records.per.batch": str(job.max_records_per_batch or 0),
         }
         reader = self.spark.readStream.format("mirrorlib")
         writer = (
@@ -112,16 +102,16 @@ class _StreamingQuery:
             .load()
             .writeStream.format("mirrorlib")
             .options(**options)
-            .option("checkpointLocation", flow_directory(self.checkpoint_location, s))
+            .option("checkpointLocation", flow_directory(job.checkpoint_location, s))
             .queryName(f"mirrorlib {s.source}->{s.target}")
         )
-        if self.mode == "backfill":
+        if job.mode == "backfill":
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=self.trigger_interval)
+            writer = writer.trigger(processingTime=job.trigger_interval)
         self.name = s.name
         self.query = writer.start()
-        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, self.mode, self.tasks)
+        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, job.mode, self.tasks)
 
     def stop(self) -> None:
         """Stop the query (an unfinished batch is replayed on restart)."""
@@ -299,18 +289,7 @@ class SparkReplicator:
         spark.dataSource.register(MirrorDataSource)
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
         flows = [
-            FlowRunner(
-                s,
-                _StreamingQuery(
-                    spark,
-                    checkpoint_location=self.checkpoint_location,
-                    mode=self.mode,
-                    trigger_interval=self.trigger_interval,
-                    tasks=tasks,
-                    max_records_per_batch=self.max_records_per_batch,
-                ),
-                thread_prefix="mirrorlib-spark",
-            )
+            FlowRunner(s, _StreamingQuery(self, spark, tasks), thread_prefix="mirrorlib-spark")
             for s in self.settings
         ]
         try:

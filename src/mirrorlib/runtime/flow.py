@@ -1,41 +1,129 @@
-"""One flow A->B at run time: its components, threads and shared state."""
+"""One flow A->B at run time: the control plane both engines share, around a data plane.
+
+A :class:`FlowRunner` composes what runs in the process that drives a flow, whichever engine
+copies its records: the internal topics, the metadata sync (remote topics, partitions, configs,
+ACLs: :class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
+(:class:`~mirrorlib.runtime.checkpoints.CheckpointTask`), heartbeats
+(:class:`~mirrorlib.runtime.heartbeats.HeartbeatTask`), the flow's status
+(:class:`~mirrorlib.runtime.status.StatsRegistry`) and their threads.
+
+What copies the records is the runner's :class:`DataPlane`: the embedded engine's
+:class:`CopierPlane` (a :class:`~mirrorlib.kafka.copier.Copier` thread) or, with
+:mod:`mirrorlib.spark`, the flow's Structured Streaming query.
+
+Start-up order: internal topics (retried until the clusters answer), the data plane's
+:meth:`~DataPlane.prepare`, heartbeats, metadata, the data plane's :meth:`~DataPlane.start`,
+checkpoints. A pair that only emits heartbeats (``A->B.enabled = false``) runs heartbeats only.
+Stop order: the data plane's :meth:`~DataPlane.stop`, then every thread of the flow.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.errors import MirrorError
 from mirrorlib.kafka.copier import Copier
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
 
-__all__ = ["FlowRunner"]
+__all__ = ["CopierPlane", "DataPlane", "FlowRunner", "stop_flows"]
 
 log = logging.getLogger(__name__)
 
 
-class FlowRunner:
-    def __init__(self, settings: FlowSettings) -> None:
+class DataPlane(Protocol):
+    """What copies the records of one flow, driven by its :class:`FlowRunner`.
+
+    :meth:`prepare` and :meth:`start` are called once per start of an enabled flow only (a
+    heartbeats-only pair copies nothing). A data plane reports into ``flow.stats`` and may run
+    threads with :meth:`FlowRunner.spawn`; those get the flow's stop event.
+    """
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        """Called once the internal topics exist, before any component of the flow runs (and
+        so before the metadata thread touches ``flow.metadata``). An exception aborts the
+        start."""
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        """Start copying; called after the metadata thread started, before the checkpoint
+        thread. ``flow.metadata.offsets_topic_partitions`` is known by then. An exception
+        aborts the start."""
+
+    def stop(self) -> None:
+        """Stop copying; called before the flow's threads are told to stop, possibly more than
+        once and whether or not :meth:`start` was called. Must not raise."""
+
+
+P = TypeVar("P", bound=DataPlane)
+
+
+class CopierPlane:
+    """The embedded engine's data plane: a :class:`~mirrorlib.kafka.copier.Copier` thread
+    (``copier``) that consumes from the source, produces to the target and stores positions
+    in the flow's offsets topic."""
+
+    def __init__(self) -> None:
+        self.copier: Copier | None = None
+        """The running copier (``None`` until the flow started)."""
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        """Nothing to do: the copier waits for the metadata thread's first topic refresh."""
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        s = flow.settings
+        positions = PositionStore(
+            s.target_consumer,
+            s.offset_storage_topic,
+            source_alias=s.source,
+            target_alias=s.target,
+            partitions=flow.metadata.offsets_topic_partitions,
+            read_committed=s.exactly_once_enabled,
+        )
+        self.copier = Copier(s, flow.catalog, flow.stats, positions)
+        flow.spawn("copier", self.copier.run)
+
+    def stop(self) -> None:
+        """Nothing to do: the copier watches the flow's stop event and stores its positions
+        before its thread ends."""
+
+
+class FlowRunner(Generic[P]):
+    """Runs one flow: its control-plane components and ``data_plane``, each in its own thread.
+
+    Threads are named ``"<thread_prefix> <A->B> <component>"``. A thread that dies of an
+    exception is logged and reported in the status as ``"<component>: thread died; see the
+    log"``; the flow's other threads go on.
+    """
+
+    def __init__(
+        self, settings: FlowSettings, data_plane: P, *, thread_prefix: str = "mirrorlib"
+    ) -> None:
         self.settings = settings
+        self.data_plane = data_plane
+        self.thread_prefix = thread_prefix
         self.stats = StatsRegistry(settings.source, settings.target)
         self.catalog = TopicCatalog()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self.metadata = MetadataTask(settings, self.catalog, self.stats)
-        self.copier: Copier | None = None
         self.checkpoints: CheckpointTask | None = None
         self.heartbeats = (
             HeartbeatTask(settings, self.stats) if settings.emit_heartbeats_enabled else None
         )
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
 
-    def _spawn(self, name: str, target: Callable[[threading.Event], None]) -> None:
+    def spawn(self, name: str, target: Callable[[threading.Event], object]) -> None:
+        """Run ``target(stop_event)`` in a daemon thread of this flow, joined by :meth:`join`
+        (what it returns is ignored)."""
+
         def body() -> None:
             try:
                 target(self._stop)
@@ -44,48 +132,56 @@ class FlowRunner:
                 self.stats.set_error(name, "thread died; see the log")
 
         thread = threading.Thread(
-            target=body, name=f"mirrorlib {self.settings.name} {name}", daemon=True
+            target=body, name=f"{self.thread_prefix} {self.settings.name} {name}", daemon=True
         )
         self._threads.append(thread)
         thread.start()
 
     def start(self) -> None:
+        """Start the flow in the background and return at once: a ``main`` thread creates the
+        internal topics, retrying until the clusters answer, then starts the components."""
         self._stop.clear()
-        self._spawn("main", self._main)
+        self.spawn("main", self._start_components)
 
-    def _main(self, stop: threading.Event) -> None:
+    def start_blocking(self) -> None:
+        """Start the flow in the calling thread: returns once every component runs. Blocks
+        while the internal topics cannot be created; raises :class:`~mirrorlib.MirrorError` if
+        :meth:`request_stop` comes first, and whatever the data plane's hooks raise."""
+        self._stop.clear()
+        if not self._start_components(self._stop):
+            raise MirrorError(
+                f"flow {self.settings.name}: stopped before the internal topics were created"
+            )
+
+    def _start_components(self, stop: threading.Event) -> bool:
         s = self.settings
-        # Internal topics first (retried until the clusters answer), then the components.
         if not self.metadata.prepare(stop):
-            return
-        if not s.enabled:
+            return False
+        if s.enabled:
+            self.data_plane.prepare(self)
+        else:
             self.metadata.release()
         if self.heartbeats is not None:
-            self._spawn("heartbeats", self.heartbeats.run)
+            self.spawn("heartbeats", self.heartbeats.run)
         if s.enabled:
-            self._spawn("metadata", self.metadata.run)
-            positions = PositionStore(
-                s.target_consumer,
-                s.offset_storage_topic,
-                source_alias=s.source,
-                target_alias=s.target,
-                partitions=self.metadata.offsets_topic_partitions,
-                read_committed=s.exactly_once_enabled,
-            )
-            self.copier = Copier(s, self.catalog, self.stats, positions)
-            self._spawn("copier", self.copier.run)
+            self.spawn("metadata", self.metadata.run)
+            self.data_plane.start(self)
             if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
                 self.checkpoints = CheckpointTask(s, self.stats)
-                self._spawn("checkpoints", self.checkpoints.run)
+                self.spawn("checkpoints", self.checkpoints.run)
         if self.stats.state is FlowState.STARTING:
             self.stats.state = FlowState.RUNNING
+        return True
 
     def request_stop(self) -> None:
+        """Stop the data plane, then tell every thread of the flow to stop; :meth:`join` waits
+        for them."""
+        self.data_plane.stop()
         self._stop.set()
 
     def join(self, timeout: float) -> None:
-        """Wait for every thread of the flow (the main thread first: it may still be spawning
-        the others)."""
+        """Wait up to ``timeout`` seconds for every thread of the flow (the main thread first: it
+        may still be spawning the others); the flow is then ``STOPPED`` unless it ``FAILED``."""
         deadline = time.monotonic() + timeout
         joined: set[threading.Thread] = set()
         while True:
@@ -106,3 +202,13 @@ class FlowRunner:
             )
         if self.stats.state is not FlowState.FAILED:
             self.stats.state = FlowState.STOPPED
+
+
+def stop_flows(flows: Iterable[FlowRunner[Any]], timeout: float) -> None:
+    """Stop ``flows``: every one is asked to stop first (so they stop together), then each
+    is given up to ``timeout`` seconds to end its threads."""
+    flows = list(flows)
+    for flow in flows:
+        flow.request_stop()
+    for flow in flows:
+        flow.join(timeout)

@@ -27,7 +27,7 @@ from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus, Metric
 from mirrorlib.errors import ConfigError
-from mirrorlib.runtime.flow import FlowRunner
+from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 
 __all__ = ["Replicator"]
 
@@ -55,11 +55,11 @@ class Replicator:
                 )
         self.config = config
         targets = set(clusters) if clusters is not None else known
-        self._runners: list[FlowRunner] = []
+        self._runners: list[FlowRunner[CopierPlane]] = []
         for flow in config.pairs:
             if flow.target not in targets:
                 continue
-            self._runners.append(FlowRunner(FlowSettings.from_config(config, flow)))
+            self._runners.append(FlowRunner(FlowSettings.from_config(config, flow), CopierPlane()))
         if not self._runners:
             raise ConfigError(
                 "no source->target replication flows: enable one with 'A->B.enabled = true'"
@@ -88,10 +88,7 @@ class Replicator:
         if not self._started:
             return
         self._stop.set()
-        for runner in self._runners:
-            runner.request_stop()
-        for runner in self._runners:
-            runner.join(timeout)
+        stop_flows(self._runners, timeout)
         self._started = False
         log.info("mirrorlib replicator stopped")
 

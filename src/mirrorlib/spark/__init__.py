@@ -3,7 +3,8 @@
 The records of every enabled flow A->B are copied by a Structured Streaming query made of
 mirrorlib's Python data source and sink (``pyspark.sql.datasource``, Arrow batches,
 confluent-kafka on the executors); the metadata work runs on the driver, with the embedded
-engine's own components: topic creation, config and ACL sync
+engine's own :class:`~mirrorlib.runtime.flow.FlowRunner` (the query is its data plane): topic
+creation, config and ACL sync
 (:class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
 (:class:`~mirrorlib.runtime.checkpoints.CheckpointTask`) and heartbeats. Offset syncs are written
 by the executors exactly as the embedded copier writes them. See ``docs/spark.md``.
@@ -33,17 +34,14 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, FlowStatus, StatsRegistry
-from mirrorlib.errors import ConfigError, MirrorError
-from mirrorlib.runtime.checkpoints import CheckpointTask
-from mirrorlib.runtime.heartbeats import HeartbeatTask
-from mirrorlib.runtime.metadata import MetadataTask
+from mirrorlib.core.status import FlowStatus
+from mirrorlib.errors import ConfigError
+from mirrorlib.runtime.flow import FlowRunner, stop_flows
 
 __all__ = ["DEFAULT_MAX_RECORDS_PER_BATCH", "SparkReplication", "SparkReplicator"]
 
@@ -70,72 +68,70 @@ def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) ->
     return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
 
 
-class _DriverFlow:
-    """The driver-side components of one pair A->B (everything but the record copying)."""
+class _StreamingQuery:
+    """The Spark data plane of one flow of ``job`` (a :class:`~mirrorlib.runtime.flow.DataPlane`):
+    its Structured Streaming query, made of mirrorlib's data source and sink, with ``tasks``
+    write tasks per batch."""
 
-    def __init__(self, settings: FlowSettings) -> None:
-        self.settings = settings
-        self.stats = StatsRegistry(settings.source, settings.target)
-        self.catalog = TopicCatalog()
-        self.metadata = MetadataTask(settings, self.catalog, self.stats)
-        self.checkpoints: CheckpointTask | None = None
-        self.heartbeats = (
-            HeartbeatTask(settings, self.stats) if settings.emit_heartbeats_enabled else None
+    def __init__(self, job: SparkReplicator, spark: Any, tasks: int) -> None:
+        self.job = job
+        self.spark = spark
+        self.tasks = tasks
+        self.name = ""
+        self.query: Any = None
+        """The ``pyspark.sql.streaming.StreamingQuery`` (``None`` until started)."""
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        """A first topic refresh, so that remote topics exist before batch 0."""
+        flow.metadata.refresh_topics()
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        from mirrorlib.spark.source import encode_settings
+
+        s = flow.settings
+        job = self.job
+        options = {
+            "flow.secret": encode_settings(s),
+            "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
+            "tasks": str(self.tasks),
+            "max.records.per.batch": str(job.max_records_per_batch or 0),
+        }
+        reader = self.spark.readStream.format("mirrorlib")
+        writer = (
+            reader.options(**options)
+            .load()
+            .writeStream.format("mirrorlib")
+            .options(**options)
+            .option("checkpointLocation", flow_directory(job.checkpoint_location, s))
+            .queryName(f"mirrorlib {s.source}->{s.target}")
         )
-        self.stop_event = threading.Event()
-        self.threads: list[threading.Thread] = []
-
-    def spawn(self, name: str, target: Callable[[threading.Event], None]) -> None:
-        def body() -> None:
-            try:
-                target(self.stop_event)
-            except Exception:
-                log.exception("flow %s: %s thread died", self.settings.name, name)
-                self.stats.set_error(name, "thread died; see the log")
-
-        thread = threading.Thread(
-            target=body, name=f"mirrorlib-spark {self.settings.name} {name}", daemon=True
-        )
-        self.threads.append(thread)
-        thread.start()
-
-    def prepare(self) -> None:
-        """Internal topics, then a first topic refresh so remote topics exist before batch 0."""
-        s = self.settings
-        if not self.metadata.prepare(self.stop_event):
-            raise MirrorError(f"flow {s.name}: stopped before the internal topics were created")
-        if s.enabled:
-            self.metadata.refresh_topics()
+        if job.mode == "backfill":
+            writer = writer.trigger(availableNow=True)
         else:
-            self.metadata.release()
+            writer = writer.trigger(processingTime=job.trigger_interval)
+        self.name = s.name
+        self.query = writer.start()
+        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, job.mode, self.tasks)
 
-    def start(self) -> None:
-        s = self.settings
-        if self.heartbeats is not None:
-            self.spawn("heartbeats", self.heartbeats.run)
-        if s.enabled:
-            self.spawn("metadata", self.metadata.run)
-            if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
-                self.checkpoints = CheckpointTask(s, self.stats)
-                self.spawn("checkpoints", self.checkpoints.run)
-        self.stats.state = FlowState.RUNNING
-
-    def stop(self, timeout: float) -> None:
-        self.stop_event.set()
-        deadline = time.monotonic() + timeout
-        for thread in self.threads:
-            thread.join(max(deadline - time.monotonic(), 0.1))
-        if self.stats.state is not FlowState.FAILED:
-            self.stats.state = FlowState.STOPPED
+    def stop(self) -> None:
+        """Stop the query (an unfinished batch is replayed on restart)."""
+        if self.query is None:
+            return
+        try:
+            self.query.stop()
+        except Exception as exc:  # a failed query: nothing left to stop
+            log.warning("flow %s: stopping the query: %s", self.name, exc)
 
 
 class SparkReplication:
     """A running :class:`SparkReplicator`: one streaming query per enabled flow, plus the
     driver-side metadata, checkpoint and heartbeat threads."""
 
-    def __init__(self, flows: list[_DriverFlow], queries: dict[str, Any]) -> None:
+    def __init__(self, flows: list[FlowRunner[_StreamingQuery]]) -> None:
         self._flows = flows
-        self.queries: dict[str, Any] = queries
+        self.queries: dict[str, Any] = {
+            f.settings.name: f.data_plane.query for f in flows if f.data_plane.query is not None
+        }
         """Flow name (``A->B``) → ``pyspark.sql.streaming.StreamingQuery``."""
         self._stopped = False
         self._lock = threading.Lock()
@@ -162,7 +158,7 @@ class SparkReplication:
                 ended = left > 0 and query.awaitTermination(max(left, 0.001))
                 if not ended and query.isActive:
                     return False
-        self._stop_driver(30.0)
+        self._stop_flows(30.0)
         for query in self.queries.values():
             exc = query.exception()
             if exc is not None:
@@ -172,20 +168,15 @@ class SparkReplication:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every query (an unfinished batch is replayed on restart) and the driver-side
         threads."""
-        for name, query in self.queries.items():
-            try:
-                query.stop()
-            except Exception as exc:  # a failed query: nothing left to stop
-                log.warning("flow %s: stopping the query: %s", name, exc)
-        self._stop_driver(timeout)
+        self._stop_flows(timeout)
 
-    def _stop_driver(self, timeout: float) -> None:
+    def _stop_flows(self, timeout: float) -> None:
+        """Stop each flow's query (if still running), then its driver-side threads; once."""
         with self._lock:
             if self._stopped:
                 return
             self._stopped = True
-        for flow in self._flows:
-            flow.stop(timeout)
+        stop_flows(self._flows, timeout)
 
     def status(self) -> tuple[FlowStatus, ...]:
         """The driver-side state and errors of every pair (metadata, checkpoints, heartbeats).
@@ -293,48 +284,21 @@ class SparkReplicator:
         if self._handle is not None:
             return self._handle
         spark = self._session()
-        from mirrorlib.spark.source import MirrorDataSource, encode_settings
+        from mirrorlib.spark.source import MirrorDataSource
 
         spark.dataSource.register(MirrorDataSource)
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
-        flows = [_DriverFlow(s) for s in self.settings]
-        queries: dict[str, Any] = {}
+        flows = [
+            FlowRunner(s, _StreamingQuery(self, spark, tasks), thread_prefix="mirrorlib-spark")
+            for s in self.settings
+        ]
         try:
             for flow in flows:
-                flow.prepare()
-                flow.start()
-            for flow in flows:
-                s = flow.settings
-                if not s.enabled:
-                    continue
-                options = {
-                    "flow.secret": encode_settings(s),
-                    "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
-                    "tasks": str(tasks),
-                    "max.records.per.batch": str(self.max_records_per_batch or 0),
-                }
-                reader = spark.readStream.format("mirrorlib")
-                writer = (
-                    reader.options(**options)
-                    .load()
-                    .writeStream.format("mirrorlib")
-                    .options(**options)
-                    .option("checkpointLocation", flow_directory(self.checkpoint_location, s))
-                    .queryName(f"mirrorlib {s.source}->{s.target}")
-                )
-                if self.mode == "backfill":
-                    writer = writer.trigger(availableNow=True)
-                else:
-                    writer = writer.trigger(processingTime=self.trigger_interval)
-                queries[s.name] = writer.start()
-                log.info("flow %s: Spark query started (%s, %d tasks)", s.name, self.mode, tasks)
+                flow.start_blocking()
         except BaseException:
-            for query in queries.values():
-                query.stop()
-            for flow in flows:
-                flow.stop(10.0)
+            stop_flows(flows, 10.0)
             raise
-        self._handle = SparkReplication(flows, queries)
+        self._handle = SparkReplication(flows)
         return self._handle
 
     def run(self) -> None:

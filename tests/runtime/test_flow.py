@@ -1,0 +1,161 @@
+"""FlowRunner: the control plane both engines share, composed around a data plane."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from mirrorlib import MirrorConfig, MirrorError
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState
+from mirrorlib.runtime.flow import FlowRunner, stop_flows
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import config, wait_for
+
+
+class RecordingPlane:
+    """A data plane that records what its runner asks of it; its ``start`` runs one thread
+    that waits for the flow's stop event and one that dies."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.threads_at_prepare: set[str] = set()
+        self.threads_at_start: set[str] = set()
+        self.offsets_partitions_at_start: int | None = None
+        self.stop_event_set_at_stop: bool | None = None
+        self._stop_event: threading.Event | None = None
+        self._watching = threading.Event()
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        self.calls.append("prepare")
+        self.threads_at_prepare = components(flow)
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        self.calls.append("start")
+        self.threads_at_start = components(flow)
+        self.offsets_partitions_at_start = flow.metadata.offsets_topic_partitions
+        flow.spawn("watcher", self._watch)
+        flow.spawn("broken", self._die)
+        assert self._watching.wait(10)
+
+    def _watch(self, stop: threading.Event) -> None:
+        self._stop_event = stop
+        self._watching.set()
+        stop.wait()
+
+    def _die(self, _stop: threading.Event) -> None:
+        raise ValueError("boom")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+        if self._stop_event is not None:
+            self.stop_event_set_at_stop = self._stop_event.is_set()
+
+
+def components(flow: FlowRunner[Any]) -> set[str]:
+    """The components of ``flow`` that have a live thread (named ``<prefix> <A->B> <name>``)."""
+    prefix = f"{flow.thread_prefix} {flow.settings.name} "
+    return {
+        t.name.removeprefix(prefix)
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and t.is_alive()
+    }
+
+
+def unreachable_runner(thread_prefix: str = "mirrorlib") -> FlowRunner[RecordingPlane]:
+    """A runner for A->B whose clusters never answer (nothing listens on port 1)."""
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:1",
+            "A->B.enabled": "true",
+            "admin.timeout.ms": "1000",
+        }
+    )
+    settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    return FlowRunner(settings, RecordingPlane(), thread_prefix=thread_prefix)
+
+
+# -- without a broker ------------------------------------------------------------------------
+
+
+def test_background_start_retries_the_internal_topics_in_a_main_thread_until_stopped() -> None:
+    runner = unreachable_runner(thread_prefix="test-engine")
+    runner.start()
+    assert components(runner) == {"main"}
+    wait_for(
+        "the internal topics error in the status",
+        lambda: any("creating internal topics" in e for e in runner.stats.snapshot().errors),
+        timeout=30,
+    )
+    assert runner.stats.snapshot().state is FlowState.STARTING
+    stop_flows([runner], 30)
+    assert components(runner) == set()
+    assert runner.data_plane.calls == ["stop"]  # never prepared nor started
+    assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+def test_blocking_start_raises_when_stopped_before_the_internal_topics_exist() -> None:
+    runner = unreachable_runner()
+    stopper = threading.Timer(0.5, runner.request_stop)
+    stopper.start()
+    try:
+        with pytest.raises(MirrorError, match="stopped before the internal topics were created"):
+            runner.start_blocking()
+    finally:
+        stopper.join()
+    runner.join(30)
+    assert runner.data_plane.calls == ["stop"]
+    assert components(runner) == set()
+    assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+# -- on real clusters ------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_components_start_around_the_data_plane_and_stop_after_it(
+    two_clusters: ClusterSet,
+) -> None:
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "flowrunner\\..*"})
+    runner = FlowRunner(FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane())
+    plane = runner.data_plane
+    try:
+        runner.start_blocking()
+        assert plane.calls == ["prepare", "start"]
+        assert plane.threads_at_prepare == set()  # nothing runs yet, not even heartbeats
+        assert plane.threads_at_start == {"heartbeats", "metadata"}
+        assert plane.offsets_partitions_at_start == 5  # offset.storage.partitions
+        assert components(runner) >= {"heartbeats", "metadata", "checkpoints", "watcher"}
+        wait_for(
+            "the dead thread in the status",
+            lambda: "broken: thread died; see the log" in runner.stats.snapshot().errors,
+            timeout=10,
+        )
+        assert runner.stats.snapshot().state is FlowState.DEGRADED
+        wait_for("a heartbeat", lambda: runner.stats.last_heartbeat_ms, timeout=30)
+    finally:
+        runner.request_stop()
+        runner.join(30)
+    assert plane.calls == ["prepare", "start", "stop"]
+    assert plane.stop_event_set_at_stop is False  # the data plane stops first
+    assert components(runner) == set()
+    assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+@pytest.mark.integration
+def test_a_heartbeats_only_pair_runs_no_data_plane(two_clusters: ClusterSet) -> None:
+    cfg = config(two_clusters, [])
+    runner = FlowRunner(FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane())
+    try:
+        runner.start_blocking()
+        assert components(runner) == {"heartbeats"}
+        assert runner.stats.snapshot().state is FlowState.RUNNING
+        wait_for("a heartbeat", lambda: runner.stats.last_heartbeat_ms, timeout=30)
+    finally:
+        stop_flows([runner], 30)
+    assert runner.data_plane.calls == ["stop"]
+    assert runner.stats.snapshot().state is FlowState.STOPPED

@@ -21,6 +21,10 @@ from tests.runtime.conftest import (
     wait_for,
 )
 
+# Record timestamps an hour old: recent enough that no retention setting deletes them while a
+# test runs (a fixed date in the past would be deleted by time-based retention).
+TS0 = (int(time.time()) - 3600) * 1000
+
 pytestmark = pytest.mark.integration
 
 
@@ -45,7 +49,7 @@ def test_records_keep_key_value_headers_timestamp_and_partition(two_clusters: Cl
             "key": f"k{i}".encode() if i % 5 else None,
             "value": f"v{i}".encode() if i % 7 else None,
             "partition": i % 3,
-            "timestamp": 1_700_000_000_000 + i,
+            "timestamp": TS0 + i,
             "headers": [("h1", f"x{i}".encode()), ("h2", None), ("h1", b"dup")] if i % 2 else None,
         }
         for i in range(600)
@@ -73,7 +77,7 @@ def test_records_keep_key_value_headers_timestamp_and_partition(two_clusters: Cl
     for m in got:
         by_value[(m.partition(), m.timestamp()[1])] = m
     for i, rec in enumerate(records):
-        m = by_value[(i % 3, 1_700_000_000_000 + i)]
+        m = by_value[(i % 3, TS0 + i)]
         assert m.key() == rec["key"]
         assert m.value() == rec["value"]
         assert (m.headers() or None) == rec["headers"]

@@ -24,6 +24,10 @@ from tests.runtime.conftest import (
     wait_for,
 )
 
+# Record timestamps an hour old: recent enough that no retention setting deletes them while a
+# test runs (a fixed date in the past would be deleted by time-based retention).
+TS0 = (int(time.time()) - 3600) * 1000
+
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
@@ -40,6 +44,7 @@ def spark_config(clusters: ClusterSet, **extra: str) -> MirrorConfig:
 def test_records_offset_syncs_checkpoints_and_failover(
     two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
 ) -> None:
+
     from mirrorlib.spark import SparkReplicator
 
     a, b = two_clusters
@@ -49,7 +54,7 @@ def test_records_offset_syncs_checkpoints_and_failover(
             "key": f"k{i}".encode() if i % 5 else None,
             "value": f"{i % 3}:{i}".encode() if i % 7 else None,
             "partition": i % 3,
-            "timestamp": 1_700_000_000_000 + i,
+            "timestamp": TS0 + i,
             "headers": [("h1", f"x{i}".encode()), ("h2", None), ("h1", b"dup")] if i % 2 else None,
         }
         for i in range(600)
@@ -116,7 +121,7 @@ def test_records_offset_syncs_checkpoints_and_failover(
     assert len(got) == 690  # no failure, no replay: every record exactly once
     by_key = {(m.partition(), m.timestamp()[1]): m for m in got}
     for i, rec in enumerate(records):
-        m = by_key[(i % 3, 1_700_000_000_000 + i)]
+        m = by_key[(i % 3, TS0 + i)]
         assert m.key() == rec["key"]
         assert m.value() == rec["value"]
         assert (m.headers() or None) == rec["headers"]

@@ -24,7 +24,6 @@ DERIVED = {
     "offset_syncs_producer",
     "offset_syncs_consumer",
     "offset_syncs_admin",
-    "replication_factor_explicit",
     "transactional_id",
     "copier_group_id",
     "auto_offset_reset",
@@ -62,6 +61,7 @@ def test_derived_fields_are_not_named_like_keys() -> None:
             "emit.heartbeats.enabled": "false",
             "offset.lag.max": "3",
             "data.loss.action": "continue",
+            "replication.factor.lowering.enabled": "true",
         },
     ],
 )

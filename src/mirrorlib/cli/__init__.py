@@ -223,6 +223,7 @@ def _plan(args: argparse.Namespace) -> int:
                     "creates": mapping,
                     "skipped": [
                         {"topic": s.name, "reason": str(s.reason)}
+                        | ({"detail": s.detail} if s.detail else {})
                         for s in plan.skipped
                         if isinstance(s, SkippedTopic)
                     ],

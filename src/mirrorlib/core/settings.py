@@ -67,7 +67,7 @@ class FlowSettings:
     checkpoints_topic_replication_factor: int
     heartbeats_topic_replication_factor: int
     replication_factor: int
-    replication_factor_explicit: bool
+    replication_factor_lowering_enabled: bool
     use_defaults_from: Literal["source", "target"]
     # behaviour
     emit_offset_syncs_enabled: bool
@@ -166,7 +166,7 @@ class FlowSettings:
             checkpoints_topic_replication_factor=flow.checkpoints_topic_replication_factor,
             heartbeats_topic_replication_factor=flow.heartbeats_topic_replication_factor,
             replication_factor=flow.replication_factor,
-            replication_factor_explicit=flow.origin("replication.factor") is not None,
+            replication_factor_lowering_enabled=flow.replication_factor_lowering_enabled,
             use_defaults_from="source" if flow.use_defaults_from == "source" else "target",
             emit_offset_syncs_enabled=flow.emit_offset_syncs_enabled,
             offset_lag_max=flow.offset_lag_max,

@@ -34,7 +34,9 @@ class _LibrdkafkaLog:
 
     Connection failures are transient and librdkafka retries them itself, so they are logged
     as warnings, and an identical line is repeated at most once every 30 seconds: a broker that
-    is down for a minute gives a handful of lines, not thousands.
+    is down for a minute gives a handful of lines, not thousands. A coordinator that is still
+    loading (a fresh cluster's first idempotent producer, a coordinator that moved) is a normal
+    step that librdkafka retries, so it is only information.
     """
 
     def __init__(self, logger: logging.Logger, every: float = 30.0) -> None:
@@ -49,6 +51,8 @@ class _LibrdkafkaLog:
             "Connect to" in text or "Disconnected" in text or "FAIL" in text
         ):
             level = logging.WARNING
+        elif level == logging.WARNING and "Coordinator load in progress" in text:
+            level = logging.INFO
         if not self._logger.isEnabledFor(level):
             return
         # the broker address and client name make the key; timing details are left out

@@ -8,8 +8,10 @@ topics are created with the source's partition count and configs, and grown when
 grows — never shrunk or deleted. Topic configs and ACLs are synced on their own intervals,
 as computed by :mod:`mirrorlib.core.plans`.
 
-Replication factors larger than the target's broker count are lowered to the broker count with
-a warning (MM2 fails instead), so single-broker development clusters work with MM2's defaults.
+Replication factors follow :mod:`mirrorlib.core.replication_factor`: a factor above the live broker
+count of the cluster (read each time, never remembered) leaves the topic uncreated — the error is
+in the flow's status and the log, and creation is tried again — unless
+``replication.factor.lowering.enabled`` allows lowering it, with a warning naming the topic.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ import time
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
+from mirrorlib.core.replication_factor import (
+    choose_replication_factor,
+    enforce_replication_factor,
+    needs_broker_count,
+)
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
-from mirrorlib.errors import ClusterError
+from mirrorlib.errors import ClusterError, KafkaRequestError
 from mirrorlib.kafka.admin import ClusterAdmin
 
 __all__ = ["MetadataTask"]
@@ -47,7 +54,6 @@ class MetadataTask:
         self.offsets_topic_partitions = settings.offset_storage_partitions
         self._source: ClusterAdmin | None = None
         self._target: ClusterAdmin | None = None
-        self._brokers: dict[str, int] = {}
 
     # -- admin clients -------------------------------------------------------------------------
 
@@ -58,24 +64,24 @@ class MetadataTask:
             self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
         return self._source, self._target
 
-    def _rf(self, admin: ClusterAdmin, wanted: int, what: str) -> int:
-        if wanted <= 0:
-            return wanted  # -1: the broker's default
-        brokers = self._brokers.get(admin.alias)
-        if brokers is None:
-            brokers = self._brokers[admin.alias] = max(len(admin.describe_cluster().brokers), 1)
-        if wanted > brokers:
-            log.warning(
-                "flow %s: %s replication factor %d is more than the %d broker(s) of cluster %s; using %d",
-                self.s.name,
-                what,
-                wanted,
-                brokers,
-                admin.alias,
-                brokers,
-            )
-            return brokers
-        return wanted
+    def _rf(self, admin: ClusterAdmin, topic: str, wanted: int) -> int:
+        """The factor to create internal ``topic`` with; raises when it must not be created."""
+        if not needs_broker_count(wanted):
+            return wanted
+        choice = choose_replication_factor(
+            wanted,
+            len(admin.describe_cluster().brokers),
+            lowering_enabled=self.s.replication_factor_lowering_enabled,
+        )
+        if choice.factor is None:
+            raise KafkaRequestError(
+                choice.explain(topic, admin.alias),
+                cluster=admin.alias, resource=topic, code="INVALID_REPLICATION_FACTOR",
+                retriable=True,
+            )  # fmt: skip
+        if choice.lowered:
+            log.warning("flow %s: %s", self.s.name, choice.explain(topic, admin.alias))
+        return choice.factor
 
     # -- start -------------------------------------------------------------------------------
 
@@ -105,34 +111,55 @@ class MetadataTask:
     def _create_internal_topics(self) -> None:
         s = self.s
         source, target = self._admins()
+        wanted: list[tuple[ClusterAdmin, str, int, int]] = []  # admin, topic, factor, partitions
         if s.emit_heartbeats_enabled:
-            target.create_compacted_topic(
-                s.policy.heartbeats_topic(),
-                self._rf(target, s.heartbeats_topic_replication_factor, "heartbeats topic"),
+            wanted.append(
+                (target, s.policy.heartbeats_topic(), s.heartbeats_topic_replication_factor, 1)
             )
-        if not s.enabled:
-            return
-        target.create_compacted_topic(
-            s.offset_storage_topic,
-            self._rf(target, s.offset_storage_replication_factor, "offsets topic"),
-            partitions=s.offset_storage_partitions,
-        )
-        self.offsets_topic_partitions = target.list_topics(include_internal=True)[
-            s.offset_storage_topic
-        ]
-        if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
-            target.create_compacted_topic(
-                s.checkpoints_topic,
-                self._rf(target, s.checkpoints_topic_replication_factor, "checkpoints topic"),
-            )
-        if s.emit_offset_syncs_enabled:
-            syncs_admin = source if s.offset_syncs_cluster == s.source else target
-            syncs_admin.create_compacted_topic(
-                s.offset_syncs_topic,
-                self._rf(
-                    syncs_admin, s.offset_syncs_topic_replication_factor, "offset-syncs topic"
-                ),
-            )
+        if s.enabled:
+            wanted.append(
+                (target, s.offset_storage_topic, s.offset_storage_replication_factor,
+                 s.offset_storage_partitions)
+            )  # fmt: skip
+            if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
+                wanted.append(
+                    (target, s.checkpoints_topic, s.checkpoints_topic_replication_factor, 1)
+                )
+            if s.emit_offset_syncs_enabled:
+                syncs_admin = source if s.offset_syncs_cluster == s.source else target
+                wanted.append(
+                    (syncs_admin, s.offset_syncs_topic, s.offset_syncs_topic_replication_factor, 1)
+                )
+        listed: dict[str, dict[str, int]] = {}
+        for admin, topic, factor, partitions in wanted:
+            existing = listed.get(admin.alias)
+            if existing is None:
+                existing = listed[admin.alias] = admin.list_topics(include_internal=True)
+            count: int | None = existing.get(topic)
+            if count is None and admin.create_compacted_topic(
+                topic, self._rf(admin, topic, factor), partitions=partitions
+            ):
+                count = partitions
+            # else not created: created meanwhile, or the cluster would not say (not authorized,
+            # unsupported): assumed to exist, as MM2 does; only the offsets topic's size matters
+            if topic == s.offset_storage_topic and admin is target:
+                self.offsets_topic_partitions = (
+                    self._await_topic(admin, topic) if count is None else count
+                )
+
+    def _await_topic(self, admin: ClusterAdmin, topic: str, wait: float = 5.0) -> int:
+        """The partition count of ``topic`` once the cluster's metadata shows it."""
+        deadline = time.monotonic() + wait
+        while True:
+            counts = admin.list_topics(include_internal=True)
+            if topic in counts:
+                return counts[topic]
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"topic {topic} does not exist on cluster {admin.alias} and could not be "
+                    f"created"
+                )
+            time.sleep(0.2)
 
     # -- periodic work -------------------------------------------------------------------------
 
@@ -153,8 +180,10 @@ class MetadataTask:
             now = time.monotonic()
             try:
                 if now >= next_topics:
-                    self.refresh_topics()
-                    next_topics = now + s.refresh_topics_interval
+                    done = self.refresh_topics()
+                    next_topics = now + (
+                        s.refresh_topics_interval if done else min(s.refresh_topics_interval, 30.0)
+                    )
                 if s.sync_topic_configs_interval is not None and now >= next_configs:
                     self.sync_topic_configs()
                     next_configs = now + s.sync_topic_configs_interval
@@ -171,8 +200,9 @@ class MetadataTask:
                 continue
             stop.wait(1.0)
 
-    def refresh_topics(self) -> None:
-        """Create missing remote topics and partitions, then publish the replicable topics."""
+    def refresh_topics(self) -> bool:
+        """Create missing remote topics and partitions, then publish the replicable topics.
+        ``False`` when some could not be created or grown (the flow's status says why)."""
         s = self.s
         source, target = self._admins()
         source_counts = source.list_topics()
@@ -185,17 +215,30 @@ class MetadataTask:
             source_alias=s.source,
             policy=s.policy,
             should_replicate=s.should_replicate_topic,
-            replication_factor=self._rf(target, s.replication_factor, "remote topic"),
+            replication_factor=s.replication_factor,
             config_filter=s.should_replicate_config_property,
             use_defaults_from=s.use_defaults_from,
             target_alias=s.target,
         )
+        plan, choices = enforce_replication_factor(
+            plan, lambda: len(target.describe_cluster().brokers),
+            lowering_enabled=s.replication_factor_lowering_enabled, cluster=s.target,
+        )  # fmt: skip
+        problems: list[str] = []
+        for topic, choice in choices.items():
+            if choice.refused:
+                problems.append(choice.explain(topic, s.target))
+                log.error("flow %s: %s", s.name, problems[-1])
+            elif choice.lowered:
+                log.warning("flow %s: %s", s.name, choice.explain(topic, s.target))
         if not plan.is_empty:
             log.info("flow %s: %s", s.name, plan.describe(skipped=False))
             result = target.apply(plan, raise_errors=False)
             for failure in result.failures:
-                log.warning("flow %s: %s", s.name, failure)
+                problems.append(str(failure.error or f"{failure.subject} failed"))
+                log.warning("flow %s: %s", s.name, problems[-1])
             target_counts = target.list_topics(include_internal=True)
+        self.stats.set_error("topics", "; ".join(problems) or None)
         remotes = {
             topic: s.policy.format_remote_topic(s.source, topic)
             for topic in source_snap
@@ -210,6 +253,7 @@ class MetadataTask:
             for topic, remote in sorted(remotes.items())
         }
         self.catalog.publish(published)
+        return not problems
 
     def sync_topic_configs(self) -> None:
         s = self.s

@@ -164,6 +164,7 @@ def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> 
     """What ``flow`` would do on its target now: topics and partitions to create, configs to
     change, ACLs to create, and the source topics it skips with the reason. Reads only."""
     from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
+    from mirrorlib.core.replication_factor import enforce_replication_factor
     from mirrorlib.kafka.admin import ClusterAdmin
 
     source = ClusterAdmin(config.client_config(flow.source, "admin"), alias=flow.source,
@@ -179,12 +180,18 @@ def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> 
 
     skipped = {t: TopicSnapshot(t, 1) for t in names if t not in snap}
     target_counts = target.list_topics(include_internal=True)
-    plan: Plan = plan_topics(
+    topic_plan = plan_topics(
         {**snap, **skipped}, target_counts, source_alias=flow.source, policy=policy,
         should_replicate=flow.should_replicate_topic, replication_factor=flow.replication_factor,
         config_filter=flow.should_replicate_config_property,
         use_defaults_from=flow.should_replicate_source_default, target_alias=flow.target,
     )  # fmt: skip
+    # the factor run will use, from the live broker count now (see core.replication_factor)
+    plan: Plan = enforce_replication_factor(
+        topic_plan, lambda: len(target.describe_cluster().brokers),
+        lowering_enabled=flow.replication_factor_lowering_enabled,
+        cluster=flow.target,
+    )[0]  # fmt: skip
     if flow.sync_topic_configs_interval is not None:
         remotes = [policy.format_remote_topic(flow.source, t) for t in candidates]
         config_plan = plan_topic_configs(

@@ -469,6 +469,17 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
     _k("sync.topic.acls.interval.seconds", _LONG, "600", _F, "Topic ACL sync period."),
     _k("replication.factor", _INT, "2", _F, "Replication factor of new remote topics."),
     _k(
+        "replication.factor.lowering.enabled",
+        _B,
+        "false",
+        _F,
+        "Lower a replication factor above the live broker count of a cluster to that count when "
+        "creating a topic (remote or internal), with a warning.",
+        Status.EXTENSION,
+        "Off: such a topic is not created, as with MM2 (the error is in the flow's status and "
+        "creation is retried). For one-broker development clusters.",
+    ),
+    _k(
         "offset-syncs.topic.replication.factor",
         _SHORT,
         "3",

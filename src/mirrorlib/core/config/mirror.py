@@ -210,6 +210,13 @@ class FlowConfig:
         return self._int("replication.factor")
 
     @property
+    def replication_factor_lowering_enabled(self) -> bool:
+        """``replication.factor.lowering.enabled`` (mirrorlib only, default false): whether a
+        replication factor above the live broker count of a cluster is lowered to that count
+        when a topic is created, instead of the topic not being created."""
+        return self._bool("replication.factor.lowering.enabled")
+
+    @property
     def offset_syncs_topic_replication_factor(self) -> int:
         return self._int("offset-syncs.topic.replication.factor")
 

@@ -70,6 +70,8 @@ class SkipReason(enum.StrEnum):
     PATTERN = "pattern"
     #: a literal ``*`` topic ACL (MM2 would create a meaningless ``<alias>.*`` literal ACL)
     WILDCARD = "wildcard"
+    #: the remote topic's replication factor is above the target's live broker count
+    REPLICATION_FACTOR = "replication factor"
 
 
 # -- plan steps ----------------------------------------------------------------------------------
@@ -152,9 +154,11 @@ class SkippedTopic:
 
     name: str
     reason: SkipReason = attrs.field(converter=SkipReason)
+    detail: str = ""
 
     def describe(self) -> str:
-        return f"skip topic {self.name} ({self.reason})"
+        detail = f": {self.detail}" if self.detail else ""
+        return f"skip topic {self.name} ({self.reason}){detail}"
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@
   partitions are copyable now (the remote topic exists with that partition), their end offsets
   and where new ones start.
 * :func:`read_ranges` runs in executor tasks: consumes exact upstream offset ranges and yields
-  Arrow record batches (:data:`ARROW_SCHEMA`).
+  Arrow record batches (:func:`arrow_schema`).
 * :func:`write_batches` runs in executor tasks: produces every record to the remote topic, same
   partition, with key, value, headers and timestamp (idempotent producer, ``acks=all``), feeds
   the target's delivery reports to an :class:`~mirrorlib.core.syncs.OffsetSyncEmitter` and writes
@@ -503,7 +503,7 @@ class _Writer:
 
 
 def write_batches(settings: FlowSettings, batches: Iterable[Any]) -> WriteResult:
-    """Copy Arrow record batches (:data:`ARROW_SCHEMA`) to the target; returns when every
+    """Copy Arrow record batches (:func:`arrow_schema`) to the target; returns when every
     record is acknowledged and the offset syncs covering them are written. Raises if the target
     refused a record (the task fails and Spark retries it)."""
     started = time.monotonic()

@@ -5,7 +5,7 @@ copies its records: the internal topics, the metadata sync (remote topics, parti
 ACLs: :class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
 (:class:`~mirrorlib.runtime.checkpoints.CheckpointTask`), heartbeats
 (:class:`~mirrorlib.runtime.heartbeats.HeartbeatTask`), the flow's status
-(:class:`~mirrorlib.runtime.status.StatsRegistry`) and their threads.
+(:class:`~mirrorlib.core.status.StatsRegistry`) and their threads.
 
 What copies the records is the runner's :class:`DataPlane`: the embedded engine's
 :class:`CopierPlane` (a :class:`~mirrorlib.kafka.copier.Copier` thread) or, with

@@ -1,0 +1,90 @@
+"""Failure and shutdown paths on real clusters: a checkpoint that could not be written, a stop
+while the target is down, a flow that fails under ``mirrorlib run``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from mirrorlib import Checkpoint, Replicator
+from mirrorlib.testing import BaseCluster, ClusterSet
+from tests.runtime.conftest import (
+    ReplicatorProcess,
+    commit_group,
+    config,
+    decoded,
+    mm2_properties,
+    produce,
+    wait_for,
+)
+from tests.runtime.test_replicator import replicated
+
+pytestmark = pytest.mark.integration
+
+
+def set_topic_config(cluster: BaseCluster, topic: str, key: str, value: str | None) -> None:
+    """Set ``key`` on ``topic`` (``None``: back to the broker default)."""
+    op = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry(key, value or "", incremental_operation=op)],
+    )
+    admin = cluster.admin_client()
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(30)
+
+
+def committed(cluster: BaseCluster, group: str, topic: str) -> int | None:
+    consumer = Consumer({**cluster.client_config(), "group.id": group})
+    try:
+        [tp] = consumer.committed([KafkaTP(topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    return tp.offset if tp.offset >= 0 else None
+
+
+def test_a_checkpoint_is_recorded_only_once_written(two_clusters: ClusterSet) -> None:
+    """A checkpoint the target refused is emitted again on a later cycle (the group stays idle),
+    and group offset sync never commits from it meanwhile."""
+    a, b = two_clusters
+    topic, group, checkpoints = "cpfail.t", "cpfail-group", "A.checkpoints.internal"
+    a.create_topic(topic, 1)
+    produce(a, topic, [{"value": str(i).encode()} for i in range(20)])
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": "cpfail\\..*",
+            "A->B.groups": "cpfail-.*",
+            "sync.group.offsets.enabled": "true",
+        },
+    )
+
+    def ours() -> list[Checkpoint]:
+        return [cp for cp in decoded(b, checkpoints, Checkpoint) if cp.group == group]
+
+    with Replicator(cfg) as r:
+        wait_for("20 replicated", lambda: replicated(r, "cpfail") >= 20)
+        # every write to the checkpoints topic now fails (the record is larger than allowed)
+        set_topic_config(b, checkpoints, "max.message.bytes", "1")
+        try:
+            commit_group(a, group, topic, {0: 12})  # idle from now on
+            wait_for(
+                "the failed checkpoint write reported",
+                lambda: any("writing a checkpoint failed" in e for e in r.status()[0].errors),
+            )
+            time.sleep(3)  # several emit and group-sync cycles
+            assert ours() == []
+            assert committed(b, group, f"A.{topic}") is None  # nothing synced from it
+        finally:
+            set_topic_config(b, checkpoints, "max.message.bytes", None)
+        [cp] = wait_for("the checkpoint written once writes work again", ours)
+        assert (cp.topic, cp.upstream_offset, cp.downstream_offset) == (f"A.{topic}", 12, 12)
+        wait_for("group offsets synced", lambda: committed(b, group, f"A.{topic}") == 12)
+        wait_for("error cleared", lambda: not r.status()[0].errors)

@@ -88,3 +88,35 @@ def test_a_checkpoint_is_recorded_only_once_written(two_clusters: ClusterSet) ->
         assert (cp.topic, cp.upstream_offset, cp.downstream_offset) == (f"A.{topic}", 12, 12)
         wait_for("group offsets synced", lambda: committed(b, group, f"A.{topic}") == 12)
         wait_for("error cleared", lambda: not r.status()[0].errors)
+
+
+def test_stop_returns_promptly_while_the_target_is_down(private_kafka_clusters) -> None:  # type: ignore[no-untyped-def]
+    """The copier's producer queue is full because the target is down: a stop request ends the
+    retry loop at once instead of after the records' delivery timeout (minutes)."""
+    a, b = private_kafka_clusters(["A", "B"])
+    topic = "down.t"
+    a.create_topic(topic, 1)
+    produce(a, topic, [{"value": b"x%d" % i} for i in range(10)])
+    cfg = config(
+        [a, b],
+        ["A->B"],
+        **{
+            "A->B.topics": "down\\..*",
+            "admin.timeout.ms": "3000",
+            "B.producer.queue.buffering.max.messages": "100",
+        },
+    )
+    r = Replicator(cfg)
+    r.start()
+    try:
+        wait_for("10 replicated", lambda: replicated(r, "down") >= 10)
+        b.stop()
+        produce(a, topic, [{"value": b"y%d" % i} for i in range(2000)])
+        time.sleep(3)  # the copier fills its 100-record queue and waits for room
+    finally:
+        started = time.monotonic()
+        r.stop(timeout=45)
+        took = time.monotonic() - started
+    # bounded by the graceful close's flushes (admin.timeout.ms, 10 s), not by the delivery
+    # timeout of the queued records (message.timeout.ms, 5 minutes)
+    assert took < 30, f"stop took {took:.0f}s"

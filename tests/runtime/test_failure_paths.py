@@ -3,6 +3,7 @@ while the target is down, a flow that fails under ``mirrorlib run``."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from mirrorlib import Checkpoint, Replicator
+from mirrorlib import Checkpoint, MirrorConfig, Replicator
+from mirrorlib.core.status import FlowState
+from mirrorlib.errors import FlowFailedError
 from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.runtime.conftest import (
     ReplicatorProcess,
@@ -120,3 +123,64 @@ def test_stop_returns_promptly_while_the_target_is_down(private_kafka_clusters) 
     # bounded by the graceful close's flushes (admin.timeout.ms, 10 s), not by the delivery
     # timeout of the queued records (message.timeout.ms, 5 minutes)
     assert took < 30, f"stop took {took:.0f}s"
+
+
+def truncate_below_position(clusters: ClusterSet, topic: str) -> dict[str, str]:
+    """Replicate 100 records of ``topic``, stop, then delete records 100..149 at the source
+    before they were copied; returns the flow's properties (``data.loss.action=fail``)."""
+    a, _b = clusters
+    a.create_topic(topic, 1)
+    produce(a, topic, [{"value": f"{i}".encode()} for i in range(100)])
+    props = mm2_properties(
+        clusters,
+        ["A->B"],
+        **{"A->B.topics": topic.replace(".", "\\."), "data.loss.action": "fail"},
+    )
+    with Replicator(MirrorConfig.from_properties(props)) as r:
+        wait_for("100 replicated", lambda: replicated(r, topic) >= 100)
+    produce(a, topic, [{"value": f"{i}".encode()} for i in range(100, 200)])
+    admin = a.admin_client()
+    futures = admin.delete_records([KafkaTP(topic, 0, 150)])
+    for f in futures.values() if isinstance(futures, dict) else [futures]:
+        f.result(30)
+    return props
+
+
+def test_run_raises_when_a_flow_fails(two_clusters: ClusterSet) -> None:
+    props = truncate_below_position(two_clusters, "fatalrun.t")
+    replicator = Replicator(MirrorConfig.from_properties(props))
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            replicator.run()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)  # run() returns on its own: no stop() call, no signal
+    if thread.is_alive():
+        replicator.stop()
+        thread.join(60)
+        pytest.fail("Replicator.run() still running 60 s after the flow failed")
+    [error] = raised
+    assert isinstance(error, FlowFailedError), error
+    assert [s.name for s in error.statuses] == ["A->B"]
+    assert "flow A->B failed" in str(error) and "100..149" in str(error)
+    assert [s.state for s in replicator.status()] == [FlowState.FAILED, FlowState.STOPPED]
+    with pytest.raises(FlowFailedError):
+        replicator.raise_for_failure()
+
+
+def test_mirrorlib_run_exits_1_when_a_flow_fails(two_clusters: ClusterSet, tmp_path: Path) -> None:
+    props = truncate_below_position(two_clusters, "fatalcli.t")
+    proc = ReplicatorProcess(props, tmp_path)
+    proc.start()
+    try:
+        code = proc.proc.wait(90)
+    finally:
+        proc.kill()
+    log = proc.log_tail(200)
+    assert code == 1, log
+    assert "flow A->B failed" in log and "fatalcli.t" in log and "100..149" in log, log

@@ -3,6 +3,7 @@ while the target is down, a flow that fails under ``mirrorlib run``."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -184,3 +185,20 @@ def test_mirrorlib_run_exits_1_when_a_flow_fails(two_clusters: ClusterSet, tmp_p
     log = proc.log_tail(200)
     assert code == 1, log
     assert "flow A->B failed" in log and "fatalcli.t" in log and "100..149" in log, log
+
+
+def test_exactly_once_requested_without_target_support_is_logged_as_a_warning(
+    two_clusters: ClusterSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{"A->B.topics": "eosreq\\..*", "exactly.once.support": "requested"},
+    )
+    with caplog.at_level(logging.WARNING, logger="mirrorlib.runtime.replicator"), Replicator(cfg):
+        pass
+    [record] = [r for r in caplog.records if "at-least-once" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "flow A->B runs at-least-once: B.exactly.once.source.support is disabled" in (
+        record.getMessage()
+    )

@@ -118,7 +118,8 @@ def _load(path: str) -> Any:
 
     config = MirrorConfig.from_file(path)
     for warning in config.warnings:
-        logging.getLogger("mirrorlib").info("%s", warning)
+        if warning.kind != "downgraded":  # those are logged as warnings by the replicator
+            logging.getLogger("mirrorlib").info("%s", warning)
     return config
 
 

@@ -81,6 +81,10 @@ class Replicator:
             return
         self._started = True
         self._stop.clear()
+        flows = set(self.flows)
+        for warning in self.config.warnings:
+            if warning.kind == "downgraded" and warning.alias in flows:
+                log.warning("%s", warning)  # e.g. at-least-once although exactly-once was asked
         for runner in self._runners:
             runner.start()
         log.info("mirrorlib replicator started: %s", ", ".join(self.flows))

@@ -11,6 +11,7 @@ MirrorError
 ├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
 ├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
+├── FlowFailedError (RuntimeError) a running flow stopped on an error retrying cannot fix
 ├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mirrorlib.core.failover import FailoverPlan
+    from mirrorlib.core.status import FlowStatus
 
 __all__ = [
     "AuthorizationError",
@@ -41,6 +43,7 @@ __all__ = [
     "ConfigError",
     "DataLossError",
     "FailoverRefusedError",
+    "FlowFailedError",
     "KafkaRequestError",
     "MirrorError",
     "PlanApplyError",
@@ -85,6 +88,18 @@ class DataLossError(MirrorError, RuntimeError):
     topic). Raised when ``data.loss.action`` is ``fail``, by the embedded copier (which stops the
     flow) and by the Spark engine's read tasks; the message names the partition and the lost
     offset range."""
+
+
+class FlowFailedError(MirrorError, RuntimeError):
+    """A running flow stopped on an error that retrying cannot fix (its state is ``FAILED``), such
+    as data loss with ``data.loss.action=fail``. Raised by :meth:`Replicator.run
+    <mirrorlib.Replicator.run>` (after stopping every flow) and :meth:`Replicator.raise_for_failure
+    <mirrorlib.Replicator.raise_for_failure>`; ``statuses`` holds the failed flows' status, whose
+    ``errors`` say why."""
+
+    def __init__(self, message: str, statuses: tuple[FlowStatus, ...]) -> None:
+        super().__init__(message)
+        self.statuses = statuses
 
 
 class FailoverRefusedError(MirrorError):

@@ -189,6 +189,7 @@ class Copier:
         self.failed: str | None = None
         self._degraded: set[str] = set()
         self._last_latency_sample = 0.0
+        self._stopping = threading.Event()  # the stop request of `run`
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -255,6 +256,7 @@ class Copier:
     # -- main loop -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        self._stopping = stop
         try:
             self._run(stop)
         finally:
@@ -347,6 +349,7 @@ class Copier:
         last_off = -1
         last_ts = 0
         nbytes = 0
+        stopped = False
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -393,10 +396,15 @@ class Copier:
                         )
                         break
                     except BufferError:  # queue full: serve delivery reports, then retry
+                        if self._stopping.is_set():  # (the target may be down for minutes)
+                            stopped = True
+                            break
                         self._producer.poll(0.05)
             except KafkaException as exc:
                 self._park(part, offset, f"target refused the record: {exc}")
                 continue
+            if stopped:  # not produced: this record and the rest are copied after a restart
+                break
             assert sent_append is not None
             sent_append(offset)
             last_off = offset

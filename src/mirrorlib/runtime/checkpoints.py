@@ -5,9 +5,10 @@ that passes the group filter are translated to B's offsets with an
 :class:`~mirrorlib.core.translate.OffsetTranslator` fed from the offset-syncs topic, and written as
 :class:`~mirrorlib.core.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Existing
 checkpoints are loaded first, so a restarted replicator never moves a checkpoint backwards
-(except after an upstream rewind of the group, as in MM2). With ``sync.group.offsets.enabled``
-the translated offsets are also committed to the group on B while it has no active members
-there, and never rewind it.
+(except after an upstream rewind of the group, as in MM2). A checkpoint counts as emitted only
+once B acknowledged it: one whose write failed is emitted again on the next cycle, even for an
+idle group. With ``sync.group.offsets.enabled`` the offsets of written checkpoints are also
+committed to the group on B while it has no active members there, and never rewind it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mirrorlib.core.checkpointing import (
     group_offsets_to_sync,
     rename_topic,
 )
-from mirrorlib.core.records import Checkpoint, OffsetSync
+from mirrorlib.core.records import Checkpoint, OffsetSync, TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
@@ -46,7 +47,8 @@ class CheckpointTask:
         self.s = settings
         self.stats = stats
         self.translator = OffsetTranslator()
-        self.store = CheckpointStore()
+        self.store = CheckpointStore()  # acknowledged checkpoints only
+        self._in_flight: dict[tuple[str, TopicPartition], Checkpoint] = {}
         self.groups: list[str] = []
         self.corrupt_records = 0
         self.initialized = threading.Event()
@@ -109,6 +111,7 @@ class CheckpointTask:
             s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
         )
         self.store = CheckpointStore()
+        self._in_flight.clear()
         self.translator = OffsetTranslator()
         with TopicLog(
             s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
@@ -166,24 +169,35 @@ class CheckpointTask:
             )
             log.debug("flow %s: group %s offsets %s -> checkpoints %s", s.name, group, offsets, cps)
             for cp in cps:
+                key = (cp.group, cp.topic_partition)
+                if self._in_flight.get(key) == cp:
+                    continue  # still waiting for its delivery report
+                self._in_flight[key] = cp
                 producer.produce(
                     s.checkpoints_topic,
                     cp.encode_value(),
                     cp.encode_key(),
                     0,
                     timestamp=timestamp,
-                    on_delivery=self._delivered(timestamp),
+                    on_delivery=self._delivered(cp, timestamp),
                 )
-                self.store.add(cp)
                 emitted += 1
         if emitted:
             producer.flush(s.admin_timeout)
 
-    def _delivered(self, timestamp: int) -> Any:
+    def _delivered(self, cp: Checkpoint, timestamp: int) -> Any:
+        """The delivery report of ``cp``: only an acknowledged checkpoint is recorded, so a failed
+        write is emitted again on the next cycle and group offset sync never commits from it."""
+
         def done(err: Any, _msg: Any) -> None:
+            key = (cp.group, cp.topic_partition)
+            if self._in_flight.get(key) == cp:
+                del self._in_flight[key]
             if err is not None:
                 self.stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
                 return
+            self.store.add(cp)
+            self.stats.set_error("checkpoints", None)
             now = int(time.time() * 1000)
             self.stats.checkpoints_emitted += 1
             self.stats.last_checkpoint_ms = now

@@ -11,7 +11,9 @@ MM2's ``--clusters``). Each flow A->B runs in background threads:
 * heartbeats: emits heartbeats (also for pairs that only emit heartbeats, as MM2 does).
 
 One broken flow never stops the others: each component retries with back-off and reports its
-errors in :meth:`Replicator.status`.
+errors in :meth:`Replicator.status`. A flow that stops on an error retrying cannot fix (data loss
+with ``data.loss.action=fail``) is ``FAILED``: :meth:`Replicator.run` then stops every flow and
+raises :class:`~mirrorlib.errors.FlowFailedError`, so a supervisor notices.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowStatus, Metric
-from mirrorlib.errors import ConfigError
+from mirrorlib.core.status import FlowState, FlowStatus, Metric
+from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 
 __all__ = ["Replicator"]
@@ -79,6 +81,10 @@ class Replicator:
             return
         self._started = True
         self._stop.clear()
+        flows = set(self.flows)
+        for warning in self.config.warnings:
+            if warning.kind == "downgraded" and warning.alias in flows:
+                log.warning("%s", warning)  # e.g. at-least-once although exactly-once was asked
         for runner in self._runners:
             runner.start()
         log.info("mirrorlib replicator started: %s", ", ".join(self.flows))
@@ -93,7 +99,11 @@ class Replicator:
         log.info("mirrorlib replicator stopped")
 
     def run(self) -> None:
-        """Start and block until :meth:`stop` is called or SIGINT/SIGTERM arrives."""
+        """Start and block until :meth:`stop` is called, SIGINT/SIGTERM arrives or a flow fails.
+
+        Every flow is then stopped; if one failed, :class:`~mirrorlib.errors.FlowFailedError`
+        is raised (see :meth:`raise_for_failure`).
+        """
         installed: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -101,11 +111,26 @@ class Replicator:
         try:
             self.start()
             while not self._stop.wait(0.5):
-                pass
+                failed = [r for r in self._runners if r.stats.state is FlowState.FAILED]
+                if failed:
+                    names = ", ".join(r.settings.name for r in failed)
+                    log.error("flow %s failed: stopping every flow", names)
+                    break
         finally:
             self.stop()
             for sig, handler in installed.items():
                 signal.signal(sig, handler)
+        self.raise_for_failure()
+
+    def raise_for_failure(self) -> None:
+        """Raise :class:`~mirrorlib.errors.FlowFailedError` if a flow failed: it stopped on an
+        error that retrying cannot fix (state ``FAILED``, e.g. data loss with
+        ``data.loss.action=fail``) and needs an operator. Returns otherwise."""
+        failed = tuple(s for s in self.status() if s.state is FlowState.FAILED)
+        if failed:
+            raise FlowFailedError(
+                "; ".join(f"flow {s.name} failed: {'; '.join(s.errors)}" for s in failed), failed
+            )
 
     def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
         log.info("received signal %d: stopping", signum)

@@ -315,19 +315,48 @@ class _Builder:
                 alias=flow.name,
                 value=", ".join(transforms),
             )
-        if flow.exactly_once_support == "required":
-            java = flow_client_java(connector, "source", "consumer")
-            level = java.get("isolation.level")
-            if level is None or level.value.strip() != "read_committed":
-                key = flow.origin("exactly.once.support") or "exactly.once.support"
-                raise ConfigError(
-                    f"{key}=required (flow {flow.name}) needs the source consumer's "
-                    f"isolation.level=read_committed: set {flow.source}.consumer.isolation.level"
-                    "=read_committed",
-                    key=key,
-                    alias=flow.name,
-                    value="required",
+        self.check_exactly_once(flow, connector)
+
+    def check_exactly_once(self, flow: FlowConfig, connector: Mapping[str, Setting]) -> None:
+        """``exactly.once.support`` as Connect validates it: ``required`` needs the target's
+        worker to run exactly-once (``<target>.exactly.once.source.support=enabled``, checked for
+        a flow that replicates) and a ``read_committed`` source consumer (MirrorSourceConnector's
+        ``exactlyOnceSupport``); otherwise the connector is refused. ``requested`` without the
+        worker setting runs at-least-once, which Connect does silently; mirrorlib warns when the
+        key was set explicitly."""
+        key = flow.origin("exactly.once.support") or "exactly.once.support"
+        worker_key = f"{flow.target}.exactly.once.source.support"
+        worker_missing = flow.enabled and not flow.exactly_once_enabled
+        if flow.exactly_once_support == "requested":
+            if worker_missing and flow.origin("exactly.once.support") is not None:
+                self.warn(
+                    key,
+                    f"flow {flow.name} runs at-least-once: {worker_key} is "
+                    f"{flow.exactly_once_source_support}, not enabled (set it to enabled for "
+                    "exactly-once, or exactly.once.support=required to refuse to start without)",
+                    "downgraded",
+                    flow.name,
                 )
+            return
+        needs = []
+        if worker_missing:
+            needs.append(
+                f"exactly-once support on target {flow.target}: set {worker_key}=enabled (it is "
+                f"{flow.exactly_once_source_support}; MM2's worker refuses the connector too)"
+            )
+        level = flow_client_java(connector, "source", "consumer").get("isolation.level")
+        if level is None or level.value.strip() != "read_committed":
+            needs.append(
+                "the source consumer's isolation.level=read_committed: set "
+                f"{flow.source}.consumer.isolation.level=read_committed"
+            )
+        if needs:
+            raise ConfigError(
+                f"{key}=required (flow {flow.name}) needs " + ", and ".join(needs),
+                key=key,
+                alias=flow.name,
+                value="required",
+            )
 
     def check_clients(self, flow: FlowConfig) -> None:
         checker = attrs.evolve(flow, require_bootstrap=False)

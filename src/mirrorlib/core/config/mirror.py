@@ -59,7 +59,9 @@ from mirrorlib.errors import ConfigError
 
 __all__ = ["ConfigWarning", "FlowConfig", "MirrorConfig", "WarningKind"]
 
-WarningKind = Literal["unknown", "not-applicable", "deprecated", "dropped", "ignored", "suspicious"]
+WarningKind = Literal[
+    "unknown", "not-applicable", "deprecated", "dropped", "ignored", "suspicious", "downgraded"
+]
 
 
 @attrs.frozen
@@ -69,7 +71,9 @@ class ConfigWarning:
     ``kind``: ``unknown`` (not an MM2 key), ``not-applicable`` (an MM2/Connect setting with no
     role in mirrorlib), ``deprecated`` (an old name, honoured), ``dropped`` (a client setting
     librdkafka does not need), ``ignored`` (an MM2 key in a place where MM2 ignores it too),
-    ``suspicious`` (a value that looks like it carries an inline comment).
+    ``suspicious`` (a value that looks like it carries an inline comment), ``downgraded`` (a
+    guarantee asked for that the flow will not give: ``exactly.once.support=requested`` without
+    the target's ``exactly.once.source.support=enabled`` runs at-least-once).
     """
 
     key: str

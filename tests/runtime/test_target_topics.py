@@ -17,13 +17,14 @@ from tests.runtime.test_replicator import replicated
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("eos", [False, True], ids=["at-least-once", "exactly-once"])
 def test_a_backlog_is_copied_into_a_topic_with_a_small_max_message_bytes(
-    two_clusters: ClusterSet,
+    two_clusters: ClusterSet, eos: bool
 ) -> None:
     """Records of 1-5 KB fit a 20 KB max.message.bytes one by one, but not in the 1 MB batches
     the replication producer builds from a backlog: the copier must send smaller batches."""
     a, b = two_clusters
-    topic = "smallmax.t"
+    topic = f"smallmax.{'eos' if eos else 'alo'}"
     a.create_topic(topic, 2, config={"max.message.bytes": "20000"})
     rng = random.Random(11)
     values = [rng.randbytes(rng.randint(1000, 5000)) for _ in range(3000)]
@@ -33,17 +34,18 @@ def test_a_backlog_is_copied_into_a_topic_with_a_small_max_message_bytes(
         producer.produce(topic, value, key=b"k%d" % i, partition=i % 2)
         producer.poll(0)
     assert producer.flush(60) == 0
-    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "smallmax\\..*"})
+    extra = {"B.exactly.once.source.support": "enabled"} if eos else {}
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": topic.replace(".", "\\."), **extra})
     errors: set[str] = set()
     with Replicator(cfg) as r:
 
         def done() -> bool:
             errors.update(p.error for p in r.status()[0].partitions if p.error)
-            return replicated(r, "smallmax") >= len(values)
+            return replicated(r, topic) >= len(values)
 
         wait_for(f"{len(values)} records replicated", done, timeout=120)
     assert not errors  # no partition was parked on the way
-    got = read_all(b, f"A.{topic}")
+    got = read_all(b, f"A.{topic}", read_committed=eos)
     for partition in (0, 1):
         copied = [m.value() for m in got if m.partition() == partition]
         assert copied == values[partition::2]  # all of them, in order, once

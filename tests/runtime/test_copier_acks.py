@@ -3,12 +3,14 @@ and matched with the produced upstream offsets after each poll."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from mirrorlib import MirrorConfig
-from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
@@ -20,9 +22,10 @@ KEY = ("t", 0)
 class Msg:
     """What a delivery report carries that the copier reads."""
 
-    def __init__(self, offset: int, error: Any = None) -> None:
+    def __init__(self, offset: int, error: Any = None, value: bytes = b"v") -> None:
         self._offset = offset
         self._error = error
+        self._value = value
 
     def offset(self) -> int:
         return self._offset
@@ -36,22 +39,66 @@ class Msg:
     def partition(self) -> int:
         return 0
 
+    def key(self) -> bytes | None:
+        return None
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> Any:
+        return None
+
+
+class Record(Msg):
+    """A consumed source record."""
+
+    def topic(self) -> str:
+        return "t"
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_000 + self._offset)
+
 
 class Err:
+    """A refusal of the record itself (by default), or of its batch as too large."""
+
+    def __init__(self, code: int = KafkaError.INVALID_RECORD) -> None:
+        self._code = code
+
+    def code(self) -> int:
+        return self._code
+
     def str(self) -> str:
-        return "Broker: Message size too large"
+        return "Broker: Message size too large" if self._code == 10 else "Broker: Invalid record"
+
+
+TOO_LARGE = Err(KafkaError.MSG_SIZE_TOO_LARGE)
 
 
 class Consumer:
     def __init__(self) -> None:
         self.seeks: list[int] = []
         self.paused = 0
+        self.resumed = 0
 
     def seek(self, ktp: Any) -> None:
         self.seeks.append(ktp.offset)
 
     def pause(self, _partitions: Any) -> None:
         self.paused += 1
+
+    def resume(self, _partitions: Any) -> None:
+        self.resumed += 1
+
+
+class Producer:
+    """Records each produce call's (topic, value, partition)."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes, int]] = []
+
+    def produce(self, topic: str, value: bytes, _key: Any, partition: int, *_rest: Any) -> None:
+        self.produced.append((topic, value, partition))
 
 
 class SyncWriter:
@@ -153,9 +200,64 @@ def test_a_refused_record_is_never_acknowledged_past() -> None:
     assert part.blocked_at == 5 and part.parked_until > 0
     assert consumer.seeks == [5] and consumer.paused == 1
     assert "@5 was refused" in (part.stats.error or "")
+    assert part.budget is None  # not a batch-size problem: batches stay as they are
     assert part.stats.record_count == 5  # the successes after the refused record do not count
     assert all(up < 5 for up, _ in writer.sent)
     assert not part.failed and part.outstanding == 0
+
+
+def test_a_batch_refused_as_too_large_is_sent_again_in_smaller_batches_at_once() -> None:
+    copier, part, _, consumer = make_copier()
+    send(part, range(0, 10))
+    for _ in range(10):
+        part.dr(TOO_LARGE, Msg(-1, TOO_LARGE, b"x" * 3_000))
+    copier._drain_acks()
+    assert part.budget == 500_000  # half the producer's batch.size
+    assert part.blocked_at == 0 and consumer.seeks == [0] and consumer.paused == 1
+    assert part.stats.error is None  # nothing is wrong with the records
+    copier._retry_parked(part.parked_until)  # due at once, no back-off
+    assert not part.parked_until and part.blocked_at is None and consumer.resumed == 1
+
+
+def test_a_record_refused_as_too_large_when_sent_alone_stops_its_partition() -> None:
+    copier, part, _, consumer = make_copier()
+    part.budget = 2_000
+    send(part, [7])
+    part.dr(TOO_LARGE, Msg(-1, TOO_LARGE, b"x" * 3_000))
+    copier._drain_acks()
+    assert part.budget == 2_000 and part.blocked_at == 7 and consumer.seeks == [7]
+    assert "@7 was refused" in (part.stats.error or "")
+    copier._retry_parked(time.monotonic())
+    assert part.parked_until  # retried with back-off, as any refused record
+
+
+def test_a_paced_partition_sends_batches_within_its_budget_one_at_a_time() -> None:
+    copier, part, _, consumer = make_copier()
+    producer = Producer()
+    copier._producer = producer
+    copier.catalog.publish({"t": RemoteTopic("A.t", 1, 20_000)})
+    copier._sync_subscription = lambda: None  # type: ignore[method-assign]
+    copier._remote_of = copier.catalog.snapshot()[1]
+    part.max_bytes, part.budget = 20_000, copier._budget(20_000)
+    assert part.budget == 20_000 and copier._budget(1_048_588) is None
+    copier._copy([Record(i, value=b"%05d" % i * 900) for i in range(40)])  # 4.5 KB each
+    copier._send_queued()
+    batches = []
+    while producer.produced:
+        batch = producer.produced[:]
+        producer.produced.clear()
+        batches.append(batch)
+        assert sum(len(v) + 96 for _, v, _ in batch) <= 20_000
+        copier._send_queued()
+        assert not producer.produced  # nothing more until the batch is acknowledged
+        for i in range(len(batch)):
+            part.dr(None, Msg(i))
+        copier._drain_acks()
+        copier._send_queued()
+    values = [v for batch in batches for _, v, _ in batch]
+    assert values == [b"%05d" % i * 900 for i in range(40)] and len(batches) == 10
+    assert part.acked == 39 and consumer.paused == 1 and consumer.resumed == 1
+    assert not part.pending and not copier._queued
 
 
 def test_successes_after_a_refusal_in_a_later_poll_are_ignored_until_retried() -> None:

@@ -19,6 +19,30 @@ Delivery guarantees
   status, and is retried with back-off; later records of that partition are never acknowledged
   past it.
 
+Batches and the remote topic's ``max.message.bytes``
+----------------------------------------------------
+The broker refuses a whole record batch larger than the topic's ``max.message.bytes``
+(``MSG_SIZE_TOO_LARGE`` for every record of it) even when each record fits, and librdkafka does
+not split it: a backlog copied into a topic with a small limit would fail batch after batch.
+The replication producer keeps ``batch.size`` (1 MB by default) for throughput, and librdkafka
+can only batch the records queued for a partition, so a partition whose remote topic has a
+``max.message.bytes`` below ``batch.size`` is *paced*: its records wait in the copier and are
+produced one batch at a time, at most ``max.message.bytes`` (records plus framing) and only once
+the partition has nothing in flight (the partition is paused on the source meanwhile). Other
+partitions are not affected. A ``MSG_SIZE_TOO_LARGE`` refusal all the same (the limit was
+unknown or lowered since) halves the partition's batch budget and sends the refused records
+again at once, without back-off; only a record refused while it was sent alone is a real
+refusal, which stops its partition as above (so does a record larger than the known limit,
+before it is sent).
+
+Partition growth
+----------------
+Growing a source topic changes no topic name, so the subscription stays the same: the source
+consumer refreshes its metadata every ``refresh.topics.interval.seconds`` (at most librdkafka's
+5 minutes) to see new partitions, and the producer's metadata is refreshed as soon as the catalog
+shows the remote topic grown (without it, produces to the new partitions fail locally with
+``_UNKNOWN_PARTITION`` until librdkafka's periodic refresh).
+
 Partitions are shared between processes running the same flow through a consumer group on the
 source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
 target's offsets topic, never from that group, which commits nothing.
@@ -63,6 +87,15 @@ log = logging.getLogger(__name__)
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 # bytes a single-record batch adds around a record's key and value (batch header and varints)
 _RECORD_OVERHEAD = 96
+# librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
+_METADATA_REFRESH_MAX_S = 300.0
+
+
+def _record_size(msg: Any) -> int:
+    """Bytes a record takes in a record batch, framing included (an upper bound)."""
+    key, value = msg.key(), msg.value()
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    return size + sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
 
 
 class _Part:
@@ -79,6 +112,7 @@ class _Part:
         "acks",
         "backoff",
         "blocked_at",
+        "budget",
         "dr",
         "failed",
         "head",
@@ -86,10 +120,12 @@ class _Part:
         "marks",
         "max_bytes",
         "parked_until",
+        "pending",
         "remote",
         "sampled_ts",
         "sent",
         "stats",
+        "throttled",
         "tp",
         "txn_last",
     )
@@ -105,6 +141,10 @@ class _Part:
         self.tp = TopicPartition(key[0], key[1])
         self.remote = remote
         self.max_bytes: int | None = None  # the remote topic's max.message.bytes
+        # paced (see the module docstring): bytes the partition may have in flight, None: any
+        self.budget: int | None = None
+        self.pending: deque[Any] = deque()  # paced: records consumed, not produced yet
+        self.throttled = False  # paced: paused on the source until `pending` is produced
         self.sampled_ts: int | None = None  # tail timestamp at the last latency sample
         self.stats = stats
         self.acked: int | None = None  # last upstream offset acknowledged contiguously
@@ -174,6 +214,8 @@ class Copier:
         self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
         self._parts: dict[tuple[str, int], _Part] = {}
         self._ready: list[_Part] = []  # partitions with delivery reports to match
+        self._queued: set[_Part] = set()  # paced partitions with records in `pending`
+        self._batch_size = 1_000_000  # the replication producer's batch.size
         self._remote_of: dict[str, RemoteTopic] = {}
         self._catalog_version = -1
         self._subscribed: list[str] = []
@@ -207,11 +249,15 @@ class Copier:
                 "error_cb": self._client_error("source", s.source),
             }
         )
+        # new partitions of a subscribed topic are seen at this refresh (no name changes)
+        refresh = min(max(s.refresh_topics_interval, 1.0), _METADATA_REFRESH_MAX_S)
+        cconf.setdefault("topic.metadata.refresh.interval.ms", int(refresh * 1000))
         if s.exactly_once_enabled:
             cconf["isolation.level"] = "read_committed"
         else:
             cconf.setdefault("isolation.level", "read_uncommitted")
         pconf = s.record_producer(linger_ms=5, error_cb=self._client_error("target", s.target))
+        self._batch_size = int(pconf["batch.size"])
         if s.exactly_once_enabled:
             pconf["transactional.id"] = s.transactional_id
         self._producer = Producer(client_conf(pconf))
@@ -250,6 +296,7 @@ class Copier:
             self._producer = None
         self._parts.clear()
         self._ready.clear()
+        self._queued.clear()
         self._subscribed = []
         self._catalog_version = -1
 
@@ -298,26 +345,26 @@ class Copier:
             if not self._subscribed:
                 stop.wait(0.2)
                 continue
+            queued = bool(self._queued)  # paced partitions wait for acknowledgements: no blocking
             if full:  # a backlog: fill whole batches (returns as soon as `batch` are there)
                 msgs = consumer.consume(batch, timeout=0.1)
             else:
                 # Caught up: block only until the first record, then take what is already
                 # fetched. consume(n, t) alone waits the whole timeout unless n records arrive,
                 # which put a 100 ms floor under replication latency.
-                first = consumer.poll(0.1)
+                first = consumer.poll(0.0 if queued else 0.1)
                 msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
             full = len(msgs) >= batch
             if msgs and "source" in self._degraded:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)
             if msgs:
-                if eos and not self._txn_open:
-                    producer.begin_transaction()
-                    self._txn_open = True
-                    self._txn_started = time.monotonic()
+                self._ensure_transaction()
                 self._copy(msgs)
-            producer.poll(0)
+            producer.poll(0.01 if queued and not msgs else 0)
             self._drain_acks()
+            if self._queued:
+                self._send_queued()
             now = time.monotonic()
             if eos:
                 if self._txn_open and (now - self._txn_started >= s.transaction_boundary_interval):
@@ -346,6 +393,7 @@ class Copier:
         remote = ""
         dr: Any = None
         half_max: int | None = None
+        queue: Callable[[Any], None] | None = None
         last_off = -1
         last_ts = 0
         nbytes = 0
@@ -367,15 +415,22 @@ class Copier:
                     sent_append = part.sent.append
                     remote, dr = part.remote, part.dr
                     half_max = None if part.max_bytes is None else part.max_bytes // 2
+                    queue = None
+                    if part.budget is not None or part.pending:
+                        queue = part.pending.append
+                        self._queued.add(part)
             if part is None or part.parked_until:
                 continue  # not ours any more, or waiting for a retry (it was seeked back)
+            if queue is not None:
+                queue(msg)  # paced: produced by _send_queued, a batch at a time
+                continue
             value = msg.value()
             ts = msg.timestamp()[1]
             if (
                 half_max is not None
                 and value is not None
                 and len(value) + _RECORD_OVERHEAD > half_max
-                and self._too_large(part, msg, value)
+                and self._too_large(part, msg)
             ):
                 continue
             offset = msg.offset()
@@ -401,7 +456,7 @@ class Copier:
                             break
                         self._producer.poll(0.05)
             except KafkaException as exc:
-                self._park(part, offset, f"target refused the record: {exc}")
+                self._refused(part, offset, exc)
                 continue
             if stopped:  # not produced: this record and the rest are copied after a restart
                 break
@@ -424,14 +479,21 @@ class Copier:
         if self.s.exactly_once_enabled:
             part.txn_last = last_offset
 
-    def _too_large(self, part: _Part, msg: Any, value: bytes) -> bool:
+    def _refused(self, part: _Part, offset: int, exc: KafkaException) -> None:
+        """A produce call failed locally: park the partition at the record."""
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION:
+            # the remote topic grew since the producer's metadata: the retry will know
+            self._refresh_target_metadata([part.remote])
+        self._park(part, offset, f"target refused the record: {exc}")
+
+    def _too_large(self, part: _Part, msg: Any) -> bool:
         """Park the partition at a record the target topic's max.message.bytes would refuse."""
         assert part.max_bytes is not None
-        key = msg.key()
-        size = len(value) + (len(key) if key else 0)
-        size += sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
-        if size + _RECORD_OVERHEAD <= part.max_bytes:
+        size = _record_size(msg)
+        if size <= part.max_bytes:
             return False
+        size -= _RECORD_OVERHEAD
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         self._park(
             part,
@@ -441,6 +503,114 @@ class Copier:
             f"raise it on the target topic to replicate it",
         )
         return True
+
+    # -- paced partitions (remote topics with a small max.message.bytes) ----------------------
+
+    def _budget(self, max_bytes: int | None) -> int | None:
+        """The batch budget of a partition whose remote topic has ``max_bytes``; ``None``
+        (not paced) when the producer's own batches fit."""
+        return max_bytes if max_bytes is not None and max_bytes < self._batch_size else None
+
+    def _send_queued(self) -> None:
+        """Produce the next batch of every paced partition that has nothing in flight; pause
+        the ones with records left on the source, resume the ones done."""
+        for part in list(self._queued):
+            if self._parts.get(part.key) is not part:
+                self._queued.discard(part)
+                continue
+            if not part.outstanding and not part.parked_until:
+                self._send_batch(part)
+            if part.pending:
+                if not part.throttled and not part.parked_until:
+                    self._consumer.pause([KafkaTopicPartition(*part.key)])
+                    part.throttled = True
+            else:
+                self._drop_pending(part)
+
+    def _send_batch(self, part: _Part) -> None:
+        """Produce records of ``part.pending`` up to the partition's budget (at least one):
+        with nothing else of the partition queued, librdkafka's batch is at most that."""
+        pending = part.pending
+        budget = part.budget
+        used = nbytes = last_ts = 0
+        last_off = -1
+        self._ensure_transaction()
+        while pending:
+            msg = pending[0]
+            size = _record_size(msg)
+            if budget is not None and used and used + size > budget:
+                break
+            if part.max_bytes is not None and self._too_large(part, msg):
+                return  # parked (and seeked back: `pending` is dropped)
+            ts = msg.timestamp()[1]
+            offset = msg.offset()
+            try:
+                self._produce_paced(part, msg, ts)
+            except KafkaException as exc:
+                self._refused(part, offset, exc)
+                return
+            pending.popleft()
+            part.sent.append(offset)
+            used += size
+            last_off, last_ts = offset, ts
+            nbytes += len(msg.value() or b"")
+        if last_off >= 0:
+            self._end_run(part, last_off, last_ts, nbytes)
+
+    def _produce_paced(self, part: _Part, msg: Any, ts: int) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    part.remote,
+                    msg.value(),
+                    msg.key(),
+                    part.key[1],
+                    part.dr,
+                    None,
+                    ts if ts > 0 else 0,
+                    msg.headers(),
+                )
+                return
+            except BufferError:  # queue full: serve delivery reports, then retry
+                self._producer.poll(0.05)
+
+    def _drop_pending(self, part: _Part) -> None:
+        """Forget the records a paced partition holds (done, or seeked back: they are read
+        again) and resume it on the source unless it is parked."""
+        part.pending.clear()
+        self._queued.discard(part)
+        if part.throttled:
+            part.throttled = False
+            if not part.parked_until and self._parts.get(part.key) is part:
+                self._consumer.resume([KafkaTopicPartition(*part.key)])
+
+    def _smaller_batches(self, part: _Part, msg: Any) -> bool:
+        """After a ``MSG_SIZE_TOO_LARGE`` refusal of ``msg``: halve the partition's batch
+        budget and return True, or return False when ``msg`` was sent alone (a real refusal)."""
+        budget = self._batch_size if part.budget is None else part.budget
+        if _record_size(msg) >= budget:
+            return False
+        part.budget = budget // 2
+        log.warning(
+            "flow %s: %s refused a batch of %s-%d as too large; sending batches of at most "
+            "%d bytes",
+            self.s.name,
+            self.s.target,
+            part.key[0],
+            part.key[1],
+            part.budget,
+        )
+        return True
+
+    def _resend(self, part: _Part, offset: int) -> None:
+        """Send ``part`` again from ``offset`` as soon as its outstanding reports are in (no
+        back-off): a parking that is due at once."""
+        part.blocked_at = offset if part.blocked_at is None else min(part.blocked_at, offset)
+        part.parked_until = time.monotonic()
+        with contextlib.suppress(KafkaException):
+            self._consumer.pause([KafkaTopicPartition(*part.key)])
+        if not (self.s.exactly_once_enabled and self._txn_open):
+            self._seek(part, part.blocked_at)  # (EOS: the failed commit aborts and rewinds)
 
     # -- acknowledgements ------------------------------------------------------------------------
 
@@ -523,12 +693,20 @@ class Copier:
         part.acks.clear()
         part.failed = False
         succeeded = False
+        shrunk = False
         st = part.stats
         for upstream, msg in zip(ups, acks, strict=True):
             err = msg.error()
             if err is not None:
                 if part.blocked_at is None or upstream < part.blocked_at:
                     part.blocked_at = upstream
+                if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and (
+                    shrunk or self._smaller_batches(part, msg)
+                ):
+                    if not shrunk:  # the later records (of the same batch) are sent again too
+                        self._resend(part, upstream)
+                        shrunk = True
+                    continue
                 self._park(
                     part,
                     upstream,
@@ -574,12 +752,21 @@ class Copier:
             return
         version, topics = self.catalog.snapshot()
         self._catalog_version = version
+        grown = [
+            rt.name
+            for topic, rt in topics.items()
+            if (old := self._remote_of.get(topic)) is not None and rt.partitions > old.partitions
+        ]
         self._remote_of = topics
+        if grown:
+            self._refresh_target_metadata(grown)
         for part in self._parts.values():  # partitions may have grown on the target
             rt = topics.get(part.key[0])
             if rt is not None:
                 part.remote = rt.name
-                part.max_bytes = rt.max_message_bytes
+                if rt.max_message_bytes != part.max_bytes:
+                    part.max_bytes = rt.max_message_bytes
+                    part.budget = self._budget(part.max_bytes)
         names = sorted(topics)
         if names == self._subscribed:
             return
@@ -590,6 +777,18 @@ class Copier:
             )
         else:
             self._consumer.unsubscribe()
+
+    def _refresh_target_metadata(self, topics: list[str]) -> None:
+        """Make the producer learn the partition counts of remote topics now (librdkafka
+        refreshes them every 5 minutes only, and fails produces to partitions it does not know)."""
+        log.info(
+            "flow %s: refreshing the partitions of %s on %s", self.s.name, topics, self.s.target
+        )
+        for topic in topics:
+            try:
+                self._producer.list_topics(topic, timeout=self.s.admin_timeout)
+            except KafkaException as exc:
+                log.warning("flow %s: metadata of %s not refreshed: %s", self.s.name, topic, exc)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if not partitions:
@@ -610,6 +809,7 @@ class Copier:
             stats = self.stats.partition(ktp.topic, ktp.partition, remote)
             part = _Part(key, remote, stats, self._ready.append)
             part.max_bytes = rt.max_message_bytes if rt is not None else None
+            part.budget = self._budget(part.max_bytes)
             last = self.positions.last_replicated(*key)
             part.acked = last
             self._parts[key] = part
@@ -652,6 +852,7 @@ class Copier:
             part = self._parts.pop(key, None)
             if part is not None:
                 self.emitter.forget(part.tp)
+                self._queued.discard(part)
             self.stats.drop_partition(*key)
             self._dirty.discard(key)
 
@@ -715,6 +916,13 @@ class Copier:
 
         return done
 
+    def _ensure_transaction(self) -> None:
+        """EOS: records are produced inside a transaction; open one if none is."""
+        if self.s.exactly_once_enabled and not self._txn_open:
+            self._producer.begin_transaction()
+            self._txn_open = True
+            self._txn_started = time.monotonic()
+
     def _commit_transaction(self) -> None:
         producer = self._producer
         records = [
@@ -777,13 +985,13 @@ class Copier:
         ktp = KafkaTopicPartition(part.key[0], part.key[1], offset)
         try:
             self._consumer.seek(ktp)
-            return
         except KafkaException as exc:
             log.debug("seek %s to %s refused (%s); re-assigning", part.key, offset, exc)
-        self._consumer.incremental_unassign([KafkaTopicPartition(part.key[0], part.key[1])])
-        self._consumer.incremental_assign([ktp])
-        if part.parked_until:
-            self._consumer.pause([KafkaTopicPartition(part.key[0], part.key[1])])
+            self._consumer.incremental_unassign([KafkaTopicPartition(part.key[0], part.key[1])])
+            self._consumer.incremental_assign([ktp])
+            if part.parked_until:
+                self._consumer.pause([KafkaTopicPartition(part.key[0], part.key[1])])
+        self._drop_pending(part)  # records read before `offset` are read again
 
     def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
         """Stop a partition at ``offset`` and retry it later with back-off."""
@@ -898,7 +1106,7 @@ class Copier:
         the consumer's position for partitions with nothing in flight (it moves past
         transaction markers and compacted gaps, which no record acknowledgement covers)."""
         parts = [p for p in self._parts.values() if not p.parked_until and p.blocked_at is None]
-        idle = [p for p in parts if not p.outstanding]
+        idle = [p for p in parts if not p.outstanding and not p.pending]
         try:
             consumed = self._consumer.position([KafkaTopicPartition(*p.key) for p in idle])
         except KafkaException:

@@ -545,7 +545,8 @@ class Copier:
             ts = msg.timestamp()[1]
             offset = msg.offset()
             try:
-                self._produce_paced(part, msg, ts)
+                if not self._produce_paced(part, msg, ts):
+                    break  # stopping: the rest is copied again after a restart
             except KafkaException as exc:
                 self._refused(part, offset, exc)
                 return
@@ -557,7 +558,8 @@ class Copier:
         if last_off >= 0:
             self._end_run(part, last_off, last_ts, nbytes)
 
-    def _produce_paced(self, part: _Part, msg: Any, ts: int) -> None:
+    def _produce_paced(self, part: _Part, msg: Any, ts: int) -> bool:
+        """Produce ``msg``; False when the queue is full and a stop was requested."""
         while True:
             try:
                 self._producer.produce(
@@ -570,8 +572,10 @@ class Copier:
                     ts if ts > 0 else 0,
                     msg.headers(),
                 )
-                return
+                return True
             except BufferError:  # queue full: serve delivery reports, then retry
+                if self._stopping.is_set():  # (the target may be down for minutes)
+                    return False
                 self._producer.poll(0.05)
 
     def _drop_pending(self, part: _Part) -> None:

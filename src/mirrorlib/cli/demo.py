@@ -15,7 +15,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mirrorlib.core.config import MirrorConfig
+    from mirrorlib.core.failover import FailoverPlan
 
 __all__ = ["run_demo"]
 
@@ -86,9 +90,6 @@ def run_demo(
     """
     import logging
 
-    from mirrorlib import MirrorConfig, Replicator
-    from mirrorlib.kafka import new_producer
-    from mirrorlib.runtime.failover import failover
     from mirrorlib.testing import start_clusters
 
     logging.getLogger("mirrorlib.librdkafka").setLevel(logging.ERROR)
@@ -104,81 +105,11 @@ def run_demo(
             a, b = clusters[0], clusters[1]
         _say(f"   A at {a.bootstrap_servers}, B at {b.bootstrap_servers} "
              f"({time.monotonic() - started:.0f}s)")  # fmt: skip
-        a.create_topic(topic, 3)
-        producer = new_producer(a.client_config())
-        for i in range(records):
-            producer.produce(topic, key=f"customer-{i % 17}", value=f"order #{i}",
-                             partition=i % 3)  # fmt: skip
-        producer.flush(30)
-        del producer
-        _say(f"2. produced {records} orders to 'orders' on A (3 partitions)")
-
-        config = MirrorConfig.from_properties(
-            {
-                "clusters": "A, B",
-                "A.bootstrap.servers": a.bootstrap_servers,
-                "B.bootstrap.servers": b.bootstrap_servers,
-                "A->B.enabled": "true",
-                "A->B.topics": topic.replace(".", "\\."),
-                "replication.factor": "1",
-                "checkpoints.topic.replication.factor": "1",
-                "heartbeats.topic.replication.factor": "1",
-                "offset-syncs.topic.replication.factor": "1",
-                "offset.storage.replication.factor": "1",
-                "offset.storage.partitions": "1",
-                "emit.checkpoints.interval.seconds": "1",
-                "refresh.groups.interval.seconds": "1",
-                "B.offset.flush.interval.ms": "500",
-            }
-        )
-        _say("3. replicating A->B with an embedded Replicator (the same mm2.properties keys) ...")
-        with Replicator(config) as replicator:
-
-            def copied() -> bool:
-                status = replicator.status()[0]
-                return sum(p.record_count for p in status.partitions
-                           if p.topic == topic) >= records  # fmt: skip
-
-            _wait("replication", copied)
-            _say(f"   {topic!r} on A is now 'A.{topic}' on B: {records} records copied")
-
-            half = records // 2
-            seen = _consume(a.client_config(), group, topic, half)
-            last = {m.partition(): m.offset() for m in seen}
-            _say(f"4. consumer group {group!r} processed {len(seen)} orders on A and committed; "
-                 "then A 'fails'")  # fmt: skip
-            for p in sorted(last):
-                _say(f"   partition {p}: last processed offset {last[p]}")
-            committed = {p: o + 1 for p, o in last.items()}
-            _wait("checkpoints", lambda: _checkpointed(b, group) == committed, timeout=30)
-            _say("   mirrorlib has written checkpoints for the group on B (A.checkpoints.internal)")
-
-        if stop_primary:
-            _say("5. cluster A goes down (stopped for real) ...")
-            a.stop()
-        else:
-            _say("5. (cluster A stays up in this run)")
-        source = "the checkpoints on B" if stop_primary else "the offset syncs of A->B"
-        _say(f"   failover: mirrorlib translates the group's offsets with {source}")
-        _say("   and commits them there (only because the group is not active on B)")
-        plan = failover(config, group, "A", "B", timeout=5.0)
-        for line in plan.describe().splitlines():
-            _say("   " + line)
-
-        _say(f"6. {group!r} resumes on B (topic A.{topic}) from the committed offsets:")
-        resumed = _consume(b.client_config(), group, f"A.{topic}", records, idle=2.0)
-        first: dict[int, Any] = {}
-        for m in resumed:
-            first.setdefault(m.partition(), m)
-        for p in range(3):
-            on_a = _value_at(seen, p)
-            done_a = f"processed up to {on_a!r}" if on_a else "processed nothing"
-            if p in first:
-                m = first[p]
-                _say(f"   partition {p}: on A it {done_a}; on B it resumes at offset "
-                     f"{m.offset()} with {m.value().decode()!r}")  # fmt: skip
-            else:
-                _say(f"   partition {p}: on A it {done_a}; nothing left to read on B")
+        _produce_orders(a, topic, records)
+        config = _demo_config(a, b, topic)
+        seen = _replicate_and_consume(config, a, b, topic, group, records)
+        plan = _fail_over(config, a, group, stop_primary=stop_primary)
+        resumed = _resume_on_b(b, topic, group, records, seen)
         values = {m.value() for m in seen}
         again = sum(1 for m in resumed if m.value() in values)
         total = len(values | {m.value() for m in resumed})
@@ -189,6 +120,112 @@ def run_demo(
         _say(f"done in {time.monotonic() - started:.0f}s: {verdict}, {again} re-read.")
         return {"plan": plan, "processed": total, "re_read": again, "records": records}
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _produce_orders(a: Any, topic: str, records: int) -> None:
+    """Step 2: ``records`` orders to ``topic`` (3 partitions) on cluster ``a``."""
+    from mirrorlib.kafka import new_producer
+
+    a.create_topic(topic, 3)
+    producer = new_producer(a.client_config())
+    for i in range(records):
+        producer.produce(topic, key=f"customer-{i % 17}", value=f"order #{i}",
+                         partition=i % 3)  # fmt: skip
+    producer.flush(30)
+    del producer
+    _say(f"2. produced {records} orders to 'orders' on A (3 partitions)")
+
+
+def _demo_config(a: Any, b: Any, topic: str) -> MirrorConfig:
+    """Flow ``A->B`` of ``topic``, sized for single-broker clusters and quick checkpoints."""
+    from mirrorlib import MirrorConfig
+
+    return MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": a.bootstrap_servers,
+            "B.bootstrap.servers": b.bootstrap_servers,
+            "A->B.enabled": "true",
+            "A->B.topics": topic.replace(".", "\\."),
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "offset.storage.partitions": "1",
+            "emit.checkpoints.interval.seconds": "1",
+            "refresh.groups.interval.seconds": "1",
+            "B.offset.flush.interval.ms": "500",
+        }
+    )
+
+
+def _replicate_and_consume(
+    config: MirrorConfig, a: Any, b: Any, topic: str, group: str, records: int
+) -> list[Any]:
+    """Steps 3 and 4: replicate everything, let ``group`` process half of it on ``a`` and wait
+    for its checkpoints on ``b``. Returns the records the group processed."""
+    from mirrorlib import Replicator
+
+    _say("3. replicating A->B with an embedded Replicator (the same mm2.properties keys) ...")
+    with Replicator(config) as replicator:
+
+        def copied() -> bool:
+            status = replicator.status()[0]
+            return sum(p.record_count for p in status.partitions
+                       if p.topic == topic) >= records  # fmt: skip
+
+        _wait("replication", copied)
+        _say(f"   {topic!r} on A is now 'A.{topic}' on B: {records} records copied")
+
+        seen = _consume(a.client_config(), group, topic, records // 2)
+        last = {m.partition(): m.offset() for m in seen}
+        _say(f"4. consumer group {group!r} processed {len(seen)} orders on A and committed; "
+             "then A 'fails'")  # fmt: skip
+        for p in sorted(last):
+            _say(f"   partition {p}: last processed offset {last[p]}")
+        committed = {p: o + 1 for p, o in last.items()}
+        _wait("checkpoints", lambda: _checkpointed(b, group) == committed, timeout=30)
+        _say("   mirrorlib has written checkpoints for the group on B (A.checkpoints.internal)")
+    return seen
+
+
+def _fail_over(config: MirrorConfig, a: Any, group: str, *, stop_primary: bool) -> FailoverPlan:
+    """Step 5: (stop ``a`` and) move ``group`` to cluster B."""
+    from mirrorlib.runtime.failover import failover
+
+    if stop_primary:
+        _say("5. cluster A goes down (stopped for real) ...")
+        a.stop()
+    else:
+        _say("5. (cluster A stays up in this run)")
+    source = "the checkpoints on B" if stop_primary else "the offset syncs of A->B"
+    _say(f"   failover: mirrorlib translates the group's offsets with {source}")
+    _say("   and commits them there (only because the group is not active on B)")
+    plan = failover(config, group, "A", "B", timeout=5.0)
+    for line in plan.describe().splitlines():
+        _say("   " + line)
+    return plan
+
+
+def _resume_on_b(b: Any, topic: str, group: str, records: int, seen: list[Any]) -> list[Any]:
+    """Step 6: ``group`` consumes the copy on ``b``; shows where each partition resumed compared
+    with what it processed on A (``seen``). Returns the records it read."""
+    _say(f"6. {group!r} resumes on B (topic A.{topic}) from the committed offsets:")
+    resumed = _consume(b.client_config(), group, f"A.{topic}", records, idle=2.0)
+    first: dict[int, Any] = {}
+    for m in resumed:
+        first.setdefault(m.partition(), m)
+    for p in range(3):
+        on_a = _value_at(seen, p)
+        done_a = f"processed up to {on_a!r}" if on_a else "processed nothing"
+        if p in first:
+            m = first[p]
+            _say(f"   partition {p}: on A it {done_a}; on B it resumes at offset "
+                 f"{m.offset()} with {m.value().decode()!r}")  # fmt: skip
+        else:
+            _say(f"   partition {p}: on A it {done_a}; nothing left to read on B")
+    return resumed
 
 
 def _value_at(seen: list[Any], partition: int) -> str:

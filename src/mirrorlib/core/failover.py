@@ -329,131 +329,25 @@ def plan_failover(
     (a mistyped group name would otherwise "fail over" successfully).
     """
     notes = list(notes)
-    refused: str | None = None
-    if source_state == "active":
-        refused = (
-            f"group {group!r} still has active members on {from_alias}: it is still consuming "
-            f"there, so its final position is not known. Stop its consumers on {from_alias} "
-            f"(or wait for their session to time out) and run the failover again."
-        )
-    elif target_state == "active":
-        refused = (
-            f"group {group!r} already has active members on {to_alias}: offsets of an active "
-            f"group cannot be changed (its members would not see them) and mirrorlib never "
-            f"rewinds a consuming group. Stop its consumers on {to_alias} first."
-        )
-    elif target_state == "unknown":
-        refused = f"the state of group {group!r} on {to_alias} is unknown; retry later"
-
-    by_target: dict[TopicPartition, PartitionFailover] = {}
-
-    def current_of(tp: TopicPartition) -> int | None:
-        om = target_offsets.get(tp)
-        return None if om is None or om.offset < 0 else om.offset
-
-    def decide(
-        tp: TopicPartition,
-        source_topic: str | None,
-        source_offset: int | None,
-        translated: int | None,
-        re_read: int | None,
-        method: str,
-        reason: str,
-        metadata: str,
-    ) -> PartitionFailover:
-        current = current_of(tp)
-        skipped = 0
-        if translated is None:
-            action, why = FailoverAction.SKIP, reason or "no safe translation"
-        elif current is not None and current >= translated:
-            action = FailoverAction.KEEP
-            # the first record the group has not processed (a lower bound if re_read is unknown)
-            first_unread = translated if re_read is None else translated + re_read
-            skipped = max(current - first_unread, 0)
-            re_read = None if re_read is None else max(first_unread - current, 0)
-            if skipped:
-                count = f"{skipped}" if re_read is not None else f"up to {skipped}"
-                why = f"past the translation: {count} record(s) never read; never rewound"
-            else:
-                why = "already at or past the translation; never rewound"
-        else:
-            action, why = FailoverAction.COMMIT, reason
-        return PartitionFailover(
-            topic=tp.topic, partition=tp.partition, source_topic=source_topic,
-            source_offset=source_offset, current=current, translated=translated,
-            re_read=re_read, action=action, method=method, reason=why, metadata=metadata,
-            skipped=skipped,
-        )  # fmt: skip
-
-    handled_sources: set[TopicPartition] = set()
-    for src_tp, om in sorted((source_offsets or {}).items()):
-        if om.offset < 0:
-            continue
-        topic = src_tp.topic
-        if is_from_target(topic):
-            # failback: the group consumed a remote copy of a topic of the new cluster
-            original = upstream_topic(topic)
-            if original is None:
-                continue
-            tp = TopicPartition(original, src_tp.partition)
-            answer = None if backward is None else reverse_translate(
-                backward, original, src_tp.partition, om.offset
-            )  # fmt: skip
-            translated = None if answer is None else answer[0]
-            exact = answer is not None and answer[1]
-            by_target[tp] = decide(
-                tp, topic, om.offset, translated, 0 if exact else None, "reverse-offset-syncs",
-                "" if answer is not None else "no offset syncs of "
-                f"{to_alias}->{from_alias} cover this offset", om.metadata,
-            )  # fmt: skip
-            handled_sources.add(src_tp)
-            continue
-        if not should_replicate(topic):
-            continue
-        tp = TopicPartition(policy_rename(topic), src_tp.partition)
-        fresh = None if forward is None else forward.translate(topic, src_tp.partition, om.offset)
-        cp = checkpoints.get(tp)
-        if fresh is not None:
-            pos = exact_position(forward, topic, src_tp.partition, om.offset) if forward else None
-            re_read = None if pos is None else max(pos - fresh, 0)
-            by_target[tp] = decide(tp, topic, om.offset, fresh, re_read, "offset-syncs", "",
-                                   om.metadata)  # fmt: skip
-        elif cp is not None and cp.upstream_offset <= om.offset:
-            pos = exact_position(forward, topic, src_tp.partition, om.offset) if forward else None
-            re_read = None if pos is None else max(pos - cp.downstream_offset, 0)
-            by_target[tp] = decide(tp, topic, om.offset, cp.downstream_offset, re_read,
-                                   "checkpoint", "", cp.metadata)  # fmt: skip
-        elif cp is not None:
-            by_target[tp] = decide(
-                tp, topic, om.offset, None, None, "checkpoint",
-                f"the group was rewound on {from_alias} to {om.offset}, before its last "
-                f"checkpoint ({cp.upstream_offset}), and no offset sync covers it", om.metadata,
-            )  # fmt: skip
-        else:
-            by_target[tp] = decide(
-                tp, topic, om.offset, None, None, "offset-syncs",
-                f"no checkpoint and no offset sync covers offset {om.offset} of "
-                f"{topic}-{src_tp.partition}", om.metadata,
-            )  # fmt: skip
-        handled_sources.add(src_tp)
-    if source_offsets is None:
-        # the old cluster is unreachable: the checkpoints are all we have
-        for tp, cp in sorted(checkpoints.items()):
-            pos = None
-            by_target[tp] = decide(tp, None, None, cp.downstream_offset, pos, "checkpoint", "",
-                                   cp.metadata)  # fmt: skip
-    translated_any = bool(by_target)
+    refused = _active_group(group, from_alias, to_alias, source_state, target_state)
+    translation = _Translation(
+        from_alias=from_alias, to_alias=to_alias, policy_rename=policy_rename,
+        is_from_target=is_from_target, upstream_topic=upstream_topic,
+        should_replicate=should_replicate, checkpoints=checkpoints, forward=forward,
+        backward=backward,
+    )  # fmt: skip
+    resumes = (
+        translation.of_checkpoints()  # the old cluster is unreachable: all we have
+        if source_offsets is None
+        else translation.of_offsets(source_offsets)
+    )
+    current = {tp: om.offset for tp, om in target_offsets.items() if om.offset >= 0}
+    by_target = {tp: _decide(tp, current.get(tp), resume) for tp, resume in resumes.items()}
     # partitions the group has on the new cluster that nothing translates: shown, untouched
-    for tp in sorted(target_offsets):
-        if tp not in by_target and current_of(tp) is not None:
-            by_target[tp] = PartitionFailover(
-                topic=tp.topic, partition=tp.partition, source_topic=None, source_offset=None,
-                current=current_of(tp), translated=None, re_read=None,
-                action=FailoverAction.KEEP, method="-", reason="not translated from "
-                f"{from_alias}; left as it is",
-            )  # fmt: skip
+    for tp in current.keys() - by_target.keys():
+        by_target[tp] = _untranslated(tp, current[tp], from_alias)
     partitions = tuple(by_target[tp] for tp in sorted(by_target))
-    if refused is None and not translated_any:
+    if refused is None and not resumes:
         if allow_empty:
             notes.append(
                 f"nothing to translate: group {group!r} has no committed offsets on {from_alias} "
@@ -469,6 +363,166 @@ def plan_failover(
         source_state=source_state, target_state=target_state, refused=refused,
         notes=tuple(notes),
     )  # fmt: skip
+
+
+@attrs.frozen
+class _Resume:
+    """Where the group should resume on one partition of the new cluster, as the old cluster's
+    offsets translate (``translated`` ``None``: no safe translation, ``reason`` says why) —
+    before the group's own offset on the new cluster is taken into account (:func:`_decide`)."""
+
+    source_topic: str | None
+    source_offset: int | None
+    translated: int | None
+    re_read: int | None
+    method: str
+    reason: str
+    metadata: str
+
+
+@attrs.frozen
+class _Translation:
+    """Translates a group's offsets from the old cluster to the new one, partition by partition
+    (the arguments of :func:`plan_failover` of the same names)."""
+
+    from_alias: str
+    to_alias: str
+    policy_rename: Callable[[str], str]
+    is_from_target: Callable[[str], bool]
+    upstream_topic: Callable[[str], str | None]
+    should_replicate: Callable[[str], bool]
+    checkpoints: Mapping[TopicPartition, Checkpoint]
+    forward: OffsetTranslator | None
+    backward: OffsetTranslator | None
+
+    def of_offsets(
+        self, source_offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, _Resume]:
+        """The group's committed offsets on the old cluster, by partition of the new one."""
+        resumes: dict[TopicPartition, _Resume] = {}
+        for src_tp, om in sorted(source_offsets.items()):
+            if om.offset < 0:
+                continue
+            if self.is_from_target(src_tp.topic):
+                found = self._failback(src_tp, om)
+            elif self.should_replicate(src_tp.topic):
+                found = self._forward(src_tp, om)
+            else:
+                found = None
+            if found is not None:
+                tp, resume = found
+                resumes[tp] = resume
+        return resumes
+
+    def of_checkpoints(self) -> dict[TopicPartition, _Resume]:
+        """The group's checkpoints, when its offsets on the old cluster are unknown."""
+        return {
+            tp: _Resume(None, None, cp.downstream_offset, None, "checkpoint", "", cp.metadata)
+            for tp, cp in sorted(self.checkpoints.items())
+        }
+
+    def _failback(
+        self, src_tp: TopicPartition, om: OffsetAndMetadata
+    ) -> tuple[TopicPartition, _Resume] | None:
+        """The group consumed a remote copy of a topic of the new cluster: translate backwards."""
+        original = self.upstream_topic(src_tp.topic)
+        if original is None:
+            return None
+        tp = TopicPartition(original, src_tp.partition)
+        answer = None if self.backward is None else reverse_translate(
+            self.backward, original, src_tp.partition, om.offset
+        )  # fmt: skip
+        method = "reverse-offset-syncs"
+        if answer is None:
+            reason = f"no offset syncs of {self.to_alias}->{self.from_alias} cover this offset"
+            return tp, _Resume(src_tp.topic, om.offset, None, None, method, reason, om.metadata)
+        translated, exact = answer
+        re_read = 0 if exact else None
+        return tp, _Resume(src_tp.topic, om.offset, translated, re_read, method, "", om.metadata)
+
+    def _forward(
+        self, src_tp: TopicPartition, om: OffsetAndMetadata
+    ) -> tuple[TopicPartition, _Resume]:
+        """A replicated topic: the offset syncs translate the offset now, else the checkpoint."""
+        topic, partition, offset = src_tp.topic, src_tp.partition, om.offset
+        tp = TopicPartition(self.policy_rename(topic), partition)
+        forward = self.forward
+        fresh = None if forward is None else forward.translate(topic, partition, offset)
+        cp = self.checkpoints.get(tp)
+        if fresh is not None:
+            start, method, metadata = fresh, "offset-syncs", om.metadata
+        elif cp is not None and cp.upstream_offset <= offset:
+            start, method, metadata = cp.downstream_offset, "checkpoint", cp.metadata
+        elif cp is not None:
+            reason = (
+                f"the group was rewound on {self.from_alias} to {offset}, before its last "
+                f"checkpoint ({cp.upstream_offset}), and no offset sync covers it"
+            )
+            return tp, _Resume(topic, offset, None, None, "checkpoint", reason, om.metadata)
+        else:
+            reason = f"no checkpoint and no offset sync covers offset {offset} of {src_tp}"
+            return tp, _Resume(topic, offset, None, None, "offset-syncs", reason, om.metadata)
+        pos = None if forward is None else exact_position(forward, topic, partition, offset)
+        re_read = None if pos is None else max(pos - start, 0)
+        return tp, _Resume(topic, offset, start, re_read, method, "", metadata)
+
+
+def _decide(tp: TopicPartition, current: int | None, resume: _Resume) -> PartitionFailover:
+    """The plan for partition ``tp``, whose committed offset on the new cluster is ``current``:
+    commit the translation, or keep ``current`` (never rewound), or skip (no translation)."""
+    translated, re_read = resume.translated, resume.re_read
+    skipped = 0
+    if translated is None:
+        action, why = FailoverAction.SKIP, resume.reason or "no safe translation"
+    elif current is not None and current >= translated:
+        action = FailoverAction.KEEP
+        # the first record the group has not processed (a lower bound if re_read is unknown)
+        first_unread = translated if re_read is None else translated + re_read
+        skipped = max(current - first_unread, 0)
+        re_read = None if re_read is None else max(first_unread - current, 0)
+        if skipped:
+            count = f"{skipped}" if re_read is not None else f"up to {skipped}"
+            why = f"past the translation: {count} record(s) never read; never rewound"
+        else:
+            why = "already at or past the translation; never rewound"
+    else:
+        action, why = FailoverAction.COMMIT, resume.reason
+    return PartitionFailover(
+        topic=tp.topic, partition=tp.partition, source_topic=resume.source_topic,
+        source_offset=resume.source_offset, current=current, translated=translated,
+        re_read=re_read, action=action, method=resume.method, reason=why,
+        metadata=resume.metadata, skipped=skipped,
+    )  # fmt: skip
+
+
+def _untranslated(tp: TopicPartition, current: int, from_alias: str) -> PartitionFailover:
+    """A partition the group has on the new cluster that nothing translates: left as it is."""
+    return PartitionFailover(
+        topic=tp.topic, partition=tp.partition, source_topic=None, source_offset=None,
+        current=current, translated=None, re_read=None, action=FailoverAction.KEEP, method="-",
+        reason=f"not translated from {from_alias}; left as it is",
+    )  # fmt: skip
+
+
+def _active_group(
+    group: str, from_alias: str, to_alias: str, source_state: str, target_state: str
+) -> str | None:
+    """Why the group's state on either cluster forbids the failover (``None``: it does not)."""
+    if source_state == "active":
+        return (
+            f"group {group!r} still has active members on {from_alias}: it is still consuming "
+            f"there, so its final position is not known. Stop its consumers on {from_alias} "
+            f"(or wait for their session to time out) and run the failover again."
+        )
+    if target_state == "active":
+        return (
+            f"group {group!r} already has active members on {to_alias}: offsets of an active "
+            f"group cannot be changed (its members would not see them) and mirrorlib never "
+            f"rewinds a consuming group. Stop its consumers on {to_alias} first."
+        )
+    if target_state == "unknown":
+        return f"the state of group {group!r} on {to_alias} is unknown; retry later"
+    return None
 
 
 def _nothing_to_move(

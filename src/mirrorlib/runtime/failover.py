@@ -50,6 +50,7 @@ clusters and applies it with :class:`~mirrorlib.kafka.groups.GroupAdmin`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -144,63 +145,21 @@ def failover(
     The old cluster may be unreachable (a real disaster): the checkpoints on ``to_alias`` are
     then used, and the plan says so.
     """
-    from mirrorlib.kafka.client import MirrorClient
     from mirrorlib.kafka.groups import GroupState
 
-    for alias in (from_alias, to_alias):
-        if alias not in config.clusters:
-            raise ConfigError(
-                f"unknown cluster alias {alias!r}; the config defines: "
-                f"{', '.join(config.clusters)}", key="clusters", value=alias,
-            )  # fmt: skip
-    if from_alias == to_alias:
-        raise ConfigError("--from and --to must name different clusters", value=from_alias)
+    _check_aliases(config, from_alias, to_alias)
     flow = config.flow(from_alias, to_alias)
-    back = config.flow(to_alias, from_alias)
-    policy = flow.policy
     notes: list[str] = []
-
     target_admin, target_state = _group_state(config, to_alias, group, timeout)
     target_offsets = (
         target_admin.committed_offsets(group)
         if target_state in (GroupState.EMPTY, GroupState.ACTIVE)
         else {}
     )
-    source_offsets: dict[TopicPartition, OffsetAndMetadata] | None
-    try:
-        source_admin, source_state = _group_state(config, from_alias, group, timeout)
-        source_offsets = source_admin.committed_offsets(group)
-    except ClusterError as exc:
-        source_state, source_offsets = "unreachable", None
-        reason = str(exc) or type(exc).__name__
-        notes.append(f"{from_alias} is unreachable ({reason}); using the checkpoints on {to_alias}")
-
-    checkpoints: dict[TopicPartition, Checkpoint] = {}
-    try:
-        with MirrorClient(
-            config.client_config(to_alias, "consumer"), policy, alias=to_alias, timeout=timeout
-        ) as client:
-            for (g, tp), cp in client.checkpoints(from_alias, timeout=timeout).items():
-                if g == group:
-                    checkpoints[tp] = cp
-    except ClusterError as exc:
-        notes.append(f"no checkpoints of {from_alias} readable on {to_alias}: {exc}")
-
-    forward: OffsetTranslator | None = None
-    backward: OffsetTranslator | None = None
-    if source_offsets:
-        topics = set(tp.topic for tp in source_offsets)
-        if any(flow.should_replicate_topic(t) for t in topics) and flow.emit_offset_syncs_enabled:
-            try:
-                forward = read_offset_syncs(flow, config, timeout)
-            except ClusterError as exc:
-                notes.append(f"offset syncs of {flow.name} unreadable ({exc}); using checkpoints")
-        if any(policy.topic_source(t) == to_alias for t in topics):
-            try:
-                backward = read_offset_syncs(back, config, timeout)
-            except ClusterError as exc:
-                notes.append(f"offset syncs of {back.name} unreadable: {exc}")
-
+    source_state, source_offsets = _source_group(config, flow, group, timeout, notes)
+    checkpoints = _group_checkpoints(config, flow, group, timeout, notes)
+    forward, backward = _offset_syncs(config, flow, source_offsets, timeout, notes)
+    policy = flow.policy
     plan = plan_failover(
         group, from_alias, to_alias,
         policy_rename=lambda t: rename_topic(policy, from_alias, to_alias, t),
@@ -222,6 +181,90 @@ def failover(
         raise FailoverRefusedError(plan.refused, plan)
     if dry_run or not plan.offsets:
         return plan
+    return _apply(plan, target_admin)
+
+
+def _check_aliases(config: MirrorConfig, from_alias: str, to_alias: str) -> None:
+    for alias in (from_alias, to_alias):
+        if alias not in config.clusters:
+            raise ConfigError(
+                f"unknown cluster alias {alias!r}; the config defines: "
+                f"{', '.join(config.clusters)}", key="clusters", value=alias,
+            )  # fmt: skip
+    if from_alias == to_alias:
+        raise ConfigError("--from and --to must name different clusters", value=from_alias)
+
+
+def _source_group(
+    config: MirrorConfig, flow: FlowConfig, group: str, timeout: float, notes: list[str]
+) -> tuple[Any, dict[TopicPartition, OffsetAndMetadata] | None]:
+    """The group's state and committed offsets on the source of ``flow`` (the old cluster),
+    ``("unreachable", None)`` and a note when it cannot be reached."""
+    from_alias, to_alias = flow.source, flow.target
+    try:
+        source_admin, source_state = _group_state(config, from_alias, group, timeout)
+        return source_state, source_admin.committed_offsets(group)
+    except ClusterError as exc:
+        reason = str(exc) or type(exc).__name__
+        notes.append(f"{from_alias} is unreachable ({reason}); using the checkpoints on {to_alias}")
+        return "unreachable", None
+
+
+def _group_checkpoints(
+    config: MirrorConfig, flow: FlowConfig, group: str, timeout: float, notes: list[str]
+) -> dict[TopicPartition, Checkpoint]:
+    """The group's latest checkpoints of ``flow`` on its target, by partition there (none, and
+    a note, when they cannot be read)."""
+    from mirrorlib.kafka.client import MirrorClient
+
+    from_alias, to_alias = flow.source, flow.target
+    checkpoints: dict[TopicPartition, Checkpoint] = {}
+    try:
+        with MirrorClient(
+            config.client_config(to_alias, "consumer"), flow.policy, alias=to_alias,
+            timeout=timeout,
+        ) as client:  # fmt: skip
+            for (g, tp), cp in client.checkpoints(from_alias, timeout=timeout).items():
+                if g == group:
+                    checkpoints[tp] = cp
+    except ClusterError as exc:
+        notes.append(f"no checkpoints of {from_alias} readable on {to_alias}: {exc}")
+    return checkpoints
+
+
+def _offset_syncs(
+    config: MirrorConfig,
+    flow: FlowConfig,
+    source_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+    timeout: float,
+    notes: list[str],
+) -> tuple[OffsetTranslator | None, OffsetTranslator | None]:
+    """The offset syncs of ``flow`` (forward) and of the opposite flow (backward), each read only
+    when the group's committed offsets need it (``None``, and a note, when unreadable)."""
+    forward: OffsetTranslator | None = None
+    backward: OffsetTranslator | None = None
+    if not source_offsets:
+        return forward, backward
+    topics = set(tp.topic for tp in source_offsets)
+    if any(flow.should_replicate_topic(t) for t in topics) and flow.emit_offset_syncs_enabled:
+        try:
+            forward = read_offset_syncs(flow, config, timeout)
+        except ClusterError as exc:
+            notes.append(f"offset syncs of {flow.name} unreadable ({exc}); using checkpoints")
+    if any(flow.policy.topic_source(t) == flow.target for t in topics):
+        back = config.flow(flow.target, flow.source)
+        try:
+            backward = read_offset_syncs(back, config, timeout)
+        except ClusterError as exc:
+            notes.append(f"offset syncs of {back.name} unreadable: {exc}")
+    return forward, backward
+
+
+def _apply(plan: FailoverPlan, target_admin: Any) -> FailoverPlan:
+    """Commit the plan's offsets on the new cluster, unless the group became active there."""
+    from mirrorlib.kafka.groups import GroupState
+
+    group, to_alias = plan.group, plan.to_alias
     # the group may have started consuming since we looked: check again right before writing
     state = target_admin.states([group]).get(group)
     if state == GroupState.ACTIVE:
@@ -231,6 +274,6 @@ def failover(
         )  # fmt: skip
         raise FailoverRefusedError(str(refused.refused), refused)
     target_admin.commit_offsets(group, plan.offsets)
-    log.info("failover of group %s from %s to %s: committed %d offset(s)", group, from_alias,
-             to_alias, len(plan.offsets))  # fmt: skip
+    log.info("failover of group %s from %s to %s: committed %d offset(s)", group,
+             plan.from_alias, to_alias, len(plan.offsets))  # fmt: skip
     return attrs.evolve(plan, applied=True)

@@ -137,36 +137,17 @@ def mm2_properties(
     flush, which also flushes delayed offset syncs) of ``offset_flush_interval_ms``. ``topics``
     and ``groups`` are MM2's include regexes (for all flows). ``extra`` is applied last.
     """
-    if isinstance(clusters, Mapping):
-        conns = {alias: dict(conf) for alias, conf in clusters.items()}
-    else:
-        conns = {c.alias: c.java_client_config(user) for c in clusters}
+    conns = _connections(clusters, user, aliases)
     names = list(conns)
-    if aliases is not None:
-        if len(aliases) != len(names) or len(set(aliases)) != len(aliases):
-            raise TestClusterError(f"need {len(names)} distinct aliases, got {list(aliases)}")
-        conns = {new: conns[old] for old, new in zip(names, aliases, strict=True)}
-        names = list(aliases)
     if len(names) < 2:
         raise TestClusterError("MirrorMaker 2 needs at least two clusters")
-    enabled = {_flow(f) for f in flows} if flows is not None else {(names[0], names[1])}
-    for source, target in enabled:
-        if source not in conns or target not in conns or source == target:
-            raise TestClusterError(f"flow {source}->{target} does not join two of {names}")
+    enabled = _enabled_flows(flows, names)
     interval = str(interval_seconds)
     props: dict[str, str] = {"clusters": ", ".join(names)}
     for alias, conf in conns.items():
         for key, value in conf.items():
             props[f"{alias}.{key}"] = value
-    for source in names:
-        for target in names:
-            if source == target:
-                continue
-            if (source, target) in enabled:
-                props[f"{source}->{target}.enabled"] = "true"
-            else:
-                props[f"{source}->{target}.enabled"] = "false"
-                props[f"{source}->{target}.emit.heartbeats.enabled"] = "false"
+    props.update(_flow_switches(names, enabled))
     for target in sorted({t for _, t in enabled}):
         props[f"{target}.offset.flush.interval.ms"] = str(offset_flush_interval_ms)
     props.update({key: "1" for key in _REPLICATION_FACTOR_KEYS})
@@ -186,6 +167,49 @@ def mm2_properties(
     )
     props.update(extra or {})
     return props
+
+
+def _connections(
+    clusters: Sequence[BaseCluster] | Mapping[str, Mapping[str, str]],
+    user: str | None,
+    aliases: Sequence[str] | None,
+) -> dict[str, dict[str, str]]:
+    """The Java client settings of each cluster, by its alias for MM2."""
+    if isinstance(clusters, Mapping):
+        conns = {alias: dict(conf) for alias, conf in clusters.items()}
+    else:
+        conns = {c.alias: c.java_client_config(user) for c in clusters}
+    if aliases is None:
+        return conns
+    if len(aliases) != len(conns) or len(set(aliases)) != len(aliases):
+        raise TestClusterError(f"need {len(conns)} distinct aliases, got {list(aliases)}")
+    return dict(zip(aliases, conns.values(), strict=True))
+
+
+def _enabled_flows(
+    flows: Iterable[str | tuple[str, str]] | None, names: Sequence[str]
+) -> set[tuple[str, str]]:
+    """The flows to enable (default: the first cluster to the second), checked against ``names``."""
+    enabled = {_flow(f) for f in flows} if flows is not None else {(names[0], names[1])}
+    for source, target in enabled:
+        if source not in names or target not in names or source == target:
+            raise TestClusterError(f"flow {source}->{target} does not join two of {list(names)}")
+    return enabled
+
+
+def _flow_switches(names: Sequence[str], enabled: set[tuple[str, str]]) -> dict[str, str]:
+    """``<source>-><target>.enabled`` for every pair; disabled pairs emit no heartbeats either."""
+    switches: dict[str, str] = {}
+    for source in names:
+        for target in names:
+            if source == target:
+                continue
+            if (source, target) in enabled:
+                switches[f"{source}->{target}.enabled"] = "true"
+            else:
+                switches[f"{source}->{target}.enabled"] = "false"
+                switches[f"{source}->{target}.emit.heartbeats.enabled"] = "false"
+    return switches
 
 
 class RealMirrorMaker:

@@ -270,53 +270,70 @@ def _jaas_tokens(text: str) -> list[tuple[str, str]]:
     words, quoted strings (``"`` or ``'``, with escapes), ``=`` and ``;``; ``//`` and ``/* */``
     comments are skipped."""
     tokens: list[tuple[str, str]] = []
-    i, n = 0, len(text)
-    while i < n:
+    i = 0
+    while i < len(text):
         c = text[i]
         if c.isspace() or ord(c) < 32:
             i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                raise ValueError("unterminated /* comment")
-            i = end + 2
+        elif text.startswith(("//", "/*"), i):
+            i = _comment_end(text, i)
         elif c in "=;":
             tokens.append((c, c))
             i += 1
         elif c in "\"'":
-            out: list[str] = []
-            i += 1
-            while True:
-                if i >= n:
-                    raise ValueError("unterminated quoted value")
-                ch = text[i]
-                if ch == c:
-                    i += 1
-                    break
-                if ch == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    octal = re.match(r"[0-7]{1,3}", text[i + 1 : i + 4])
-                    if octal:
-                        out.append(chr(int(octal.group(), 8) & 0xFF))
-                        i += 1 + octal.end()
-                        continue
-                    out.append(_ESCAPES.get(nxt, nxt))
-                    i += 2
-                    continue
-                out.append(ch)
-                i += 1
-            tokens.append(("str", "".join(out)))
+            value, i = _quoted(text, i)
+            tokens.append(("str", value))
         else:
-            start = i
-            while i < n and not (text[i].isspace() or text[i] in "=;\"'"):
-                if text.startswith(("//", "/*"), i):
-                    break
-                i += 1
+            start, i = i, _word_end(text, i)
             tokens.append(("word", text[start:i]))
     return tokens
+
+
+def _comment_end(text: str, i: int) -> int:
+    """The index after the ``//`` (to the end of the line) or ``/* */`` comment at ``i``."""
+    if text.startswith("//", i):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end + 1
+    end = text.find("*/", i + 2)
+    if end < 0:
+        raise ValueError("unterminated /* comment")
+    return end + 2
+
+
+def _quoted(text: str, i: int) -> tuple[str, int]:
+    """The string quoted at ``i``, its escapes resolved, and the index after its closing quote."""
+    quote = text[i]
+    out: list[str] = []
+    i += 1
+    while i < len(text):
+        ch = text[i]
+        if ch == quote:
+            return "".join(out), i + 1
+        if ch == "\\" and i + 1 < len(text):
+            ch, i = _escaped(text, i)
+        else:
+            i += 1
+        out.append(ch)
+    raise ValueError("unterminated quoted value")
+
+
+def _escaped(text: str, i: int) -> tuple[str, int]:
+    """The character escaped by the backslash at ``i`` (``\\n``, octal ``\\101``, or the next
+    character itself) and the index after the escape."""
+    octal = re.match(r"[0-7]{1,3}", text[i + 1 : i + 4])
+    if octal:
+        return chr(int(octal.group(), 8) & 0xFF), i + 1 + octal.end()
+    nxt = text[i + 1]
+    return _ESCAPES.get(nxt, nxt), i + 2
+
+
+def _word_end(text: str, i: int) -> int:
+    """The index after the word starting at ``i``."""
+    while i < len(text) and not (text[i].isspace() or text[i] in "=;\"'"):
+        if text.startswith(("//", "/*"), i):
+            break
+        i += 1
+    return i
 
 
 def parse_jaas(text: str) -> tuple[JaasEntry, ...]:
@@ -412,7 +429,11 @@ class _Translator:
         self.kerberos_cmd()
         self.truststore()
         self.keystore()
-        self.other_special()
+        self.tls_options()
+        self.buffers()
+        self.assignment_strategy()
+        self.offset_reset()
+        self.compression_levels()
         for key in list(self.java):
             self.generic(key)
         return ClientSettings(dict(self.out), tuple(self.dropped))
@@ -522,32 +543,41 @@ class _Translator:
     def oauth(self, key: str, opts: Mapping[str, str]) -> None:
         handler = self.value("sasl.login.callback.handler.class")
         retriever = self.value("sasl.oauthbearer.jwt.retriever.class")
+        if handler in _OIDC_HANDLERS or (retriever and retriever in _CLIENT_CREDENTIALS_RETRIEVERS):
+            self.oauth_client_credentials(opts, retriever)
+        else:
+            self.oauth_unsecured(key, opts)
+
+    def oauth_client_credentials(self, opts: Mapping[str, str], retriever: str | None) -> None:
+        """Kafka's OAuth client-credentials login: librdkafka's OIDC method."""
+        if retriever and retriever not in _CLIENT_CREDENTIALS_RETRIEVERS:
+            raise self.java_class_error("sasl.oauthbearer.jwt.retriever.class")
+        self.put("sasl.oauthbearer.method", "oidc")
+        for java_name, name in (
+            ("clientId", "sasl.oauthbearer.client.id"),
+            ("clientSecret", "sasl.oauthbearer.client.secret"),
+            ("scope", "sasl.oauthbearer.scope"),
+        ):
+            if java_name in opts:
+                self.put(name, opts[java_name])
         extensions = {
             k[len("extension_") :]: v for k, v in opts.items() if k.startswith("extension_")
         }
-        if handler in _OIDC_HANDLERS or (retriever and retriever in _CLIENT_CREDENTIALS_RETRIEVERS):
-            if retriever and retriever not in _CLIENT_CREDENTIALS_RETRIEVERS:
-                raise self.java_class_error("sasl.oauthbearer.jwt.retriever.class")
-            self.put("sasl.oauthbearer.method", "oidc")
-            for java_name, name in (
-                ("clientId", "sasl.oauthbearer.client.id"),
-                ("clientSecret", "sasl.oauthbearer.client.secret"),
-                ("scope", "sasl.oauthbearer.scope"),
-            ):
-                if java_name in opts:
-                    self.put(name, opts[java_name])
-            if extensions:
-                self.put(
-                    "sasl.oauthbearer.extensions",
-                    ",".join(f"{k}={v}" for k, v in extensions.items()),
-                )
-            for done in (
-                "sasl.login.callback.handler.class",
-                "sasl.oauthbearer.jwt.retriever.class",
-            ):
-                if done in self.java:
-                    self.take(done)
-            return
+        if extensions:
+            self.put(
+                "sasl.oauthbearer.extensions",
+                ",".join(f"{k}={v}" for k, v in extensions.items()),
+            )
+        for done in (
+            "sasl.login.callback.handler.class",
+            "sasl.oauthbearer.jwt.retriever.class",
+        ):
+            if done in self.java:
+                self.take(done)
+
+    def oauth_unsecured(self, key: str, opts: Mapping[str, str]) -> None:
+        """Kafka's unsecured OAuth login (unsigned tokens, for tests): librdkafka's
+        ``sasl.oauthbearer.config``."""
         claims = {k: v for k, v in opts.items() if k.startswith("unsecuredLogin")}
         if not claims:
             raise self.error(
@@ -678,6 +708,9 @@ class _Translator:
             self.take("ssl.keystore.certificate.chain")
         if "ssl.keystore.type" in self.java:
             self.drop("ssl.keystore.type", _JAVA_ONLY["ssl.keystore.type"])
+
+    def tls_options(self) -> None:
+        """Host name verification and cipher suites, in librdkafka's spelling."""
         if "ssl.endpoint.identification.algorithm" in self.java:
             algo = (self.value("ssl.endpoint.identification.algorithm") or "").lower()
             if algo not in ("", "https", "none"):
@@ -698,7 +731,7 @@ class _Translator:
             self.take("ssl.cipher.suites")
             self.put("ssl.cipher.suites", ":".join(re.split(r"\s*[,:]\s*", suites.strip())))
 
-    def other_special(self) -> None:
+    def buffers(self) -> None:
         if "buffer.memory" in self.java:
             raw = self.value("buffer.memory") or ""
             if not re.fullmatch(r"[0-9]+", raw):
@@ -709,30 +742,38 @@ class _Translator:
             if key in self.java and self.value(key) == "-1":
                 self.take(key)
                 self.put(_RENAMED[key], "0")  # OS default
-        if "partition.assignment.strategy" in self.java:
-            names = re.split(r"\s*,\s*", self.value("partition.assignment.strategy") or "")
-            mapped = []
-            for name in names:
-                if name not in _ASSIGNORS:
-                    raise self.error(
-                        "partition.assignment.strategy",
-                        f"{name} has no librdkafka equivalent; librdkafka's "
-                        "partition.assignment.strategy supports range, roundrobin and "
-                        "cooperative-sticky",
-                    )
-                mapped.append(_ASSIGNORS[name])
-            self.take("partition.assignment.strategy")
-            self.put("partition.assignment.strategy", ",".join(mapped))
-        if "auto.offset.reset" in self.java:
-            reset = (self.value("auto.offset.reset") or "").lower()
-            if reset not in ("earliest", "latest"):
+
+    def assignment_strategy(self) -> None:
+        if "partition.assignment.strategy" not in self.java:
+            return
+        names = re.split(r"\s*,\s*", self.value("partition.assignment.strategy") or "")
+        mapped = []
+        for name in names:
+            if name not in _ASSIGNORS:
                 raise self.error(
-                    "auto.offset.reset",
-                    "librdkafka's auto.offset.reset supports earliest and latest here ('none' "
-                    "is 'error' in librdkafka; by_duration has no equivalent)",
+                    "partition.assignment.strategy",
+                    f"{name} has no librdkafka equivalent; librdkafka's "
+                    "partition.assignment.strategy supports range, roundrobin and "
+                    "cooperative-sticky",
                 )
-            self.take("auto.offset.reset")
-            self.put("auto.offset.reset", reset)
+            mapped.append(_ASSIGNORS[name])
+        self.take("partition.assignment.strategy")
+        self.put("partition.assignment.strategy", ",".join(mapped))
+
+    def offset_reset(self) -> None:
+        if "auto.offset.reset" not in self.java:
+            return
+        reset = (self.value("auto.offset.reset") or "").lower()
+        if reset not in ("earliest", "latest"):
+            raise self.error(
+                "auto.offset.reset",
+                "librdkafka's auto.offset.reset supports earliest and latest here ('none' "
+                "is 'error' in librdkafka; by_duration has no equivalent)",
+            )
+        self.take("auto.offset.reset")
+        self.put("auto.offset.reset", reset)
+
+    def compression_levels(self) -> None:
         codec = (self.value("compression.type") or "").lower()
         for name in ("gzip", "lz4", "zstd"):
             key = f"compression.{name}.level"

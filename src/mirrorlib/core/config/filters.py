@@ -124,89 +124,99 @@ def _scope_flags(elements: Sequence[str]) -> str:
 
 
 def _translate(pattern: str) -> str:
+    """Rewrite the Java-only constructs of ``pattern``, one construct at a time."""
     out: list[str] = []
     i = 0
-    n = len(pattern)
-    in_class = False
-    class_start = -1
-    while i < n:
+    class_start: int | None = None  # inside a character class: where its members start
+    while i < len(pattern):
         c = pattern[i]
         if c == "\\":
-            if i + 1 >= n:
-                raise ValueError("the pattern ends with a lone backslash")
-            d = pattern[i + 1]
-            if d == "Q":
-                end = pattern.find("\\E", i + 2)
-                literal = pattern[i + 2 :] if end < 0 else pattern[i + 2 : end]
-                out.append("".join(re.escape(ch) for ch in literal))
-                i = n if end < 0 else end + 2
-                continue
-            if d in "pP":
-                match = re.match(r"\{(?:Is)?([A-Za-z_]+)\}|([A-Za-z])", pattern[i + 2 :])
-                name = (match.group(1) or match.group(2)) if match else None
-                body = _POSIX.get(name or "") or _POSIX.get(f"Is{name}" if name else "")
-                if match is None or body is None or (in_class and d == "P"):
-                    shown = pattern[i : i + 2 + (match.end() if match else 0)]
-                    raise ValueError(
-                        f"the Java character property {shown} has no Python 're' equivalent"
-                    )
-                if in_class:
-                    out.append(body)
-                else:
-                    out.append(f"[{'^' if d == 'P' else ''}{body}]")
-                i += 2 + match.end()
-                continue
-            if d == "z":
-                out.append("\\Z")
-            elif d == "Z":
-                out.append("(?=\\n?\\Z)")
-            elif d == "e":
-                out.append("\\x1b")
-            elif d == "k" and pattern.startswith("<", i + 2):
-                end = pattern.find(">", i + 3)
-                if end < 0:
-                    raise ValueError("unterminated \\k<name> back-reference")
-                out.append(f"(?P={pattern[i + 3 : end]})")
-                i = end + 1
-                continue
-            elif d in "hHRXGKcvV" or (d.isalpha() and d not in "abdDfnrsStwWBxu0AuUN"):
-                raise ValueError(f"the Java escape \\{d} has no Python 're' equivalent")
-            else:
-                out.append(c + d)
-            i += 2
-            continue
-        if in_class:
-            if c == "[":
-                raise ValueError("Java character-class union '[a[b]]' is not supported")
-            if c == "&" and pattern.startswith("&&", i):
-                raise ValueError("Java character-class intersection '&&' is not supported")
+            text, i = _escape(pattern, i, in_class=class_start is not None)
+        elif class_start is not None:
+            _check_class_member(pattern, i)
             if c == "]" and i > class_start:
-                in_class = False
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            j = i + 1
-            if pattern.startswith("^", j):
-                j += 1
-            if pattern.startswith("]", j):  # a leading ']' is a literal
-                j += 1
-            class_start = j
-            out.append(pattern[i:j])
-            i = j
-            continue
-        if (
-            c == "("
-            and pattern.startswith("(?<", i)
-            and not pattern.startswith(("(?<=", "(?<!"), i)
-        ):
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
+                class_start = None
+            text, i = c, i + 1
+        elif c == "[":
+            class_start = _class_members_start(pattern, i)
+            text, i = pattern[i:class_start], class_start
+        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            text, i = "(?P<", i + 3  # a named group
+        else:
+            text, i = c, i + 1
+        out.append(text)
     return "".join(out)
+
+
+_JAVA_ESCAPES: Final[Mapping[str, str]] = {"z": "\\Z", "Z": "(?=\\n?\\Z)", "e": "\\x1b"}
+"""Java escapes whose Python equivalent is spelled differently."""
+_PYTHON_LETTER_ESCAPES: Final = "abdDfnrsStwWBxu0AuUN"
+_NO_PYTHON_ESCAPES: Final = "hHRXGKcvV"
+
+
+def _escape(pattern: str, i: int, *, in_class: bool) -> tuple[str, int]:
+    """The escape starting with the backslash at ``i``: its Python text and the index after it."""
+    if i + 1 >= len(pattern):
+        raise ValueError("the pattern ends with a lone backslash")
+    d = pattern[i + 1]
+    if d == "Q":
+        return _quoted(pattern, i)
+    if d in "pP":
+        return _character_property(pattern, i, in_class=in_class)
+    if d in _JAVA_ESCAPES:
+        return _JAVA_ESCAPES[d], i + 2
+    if d == "k" and pattern.startswith("<", i + 2):
+        return _named_back_reference(pattern, i)
+    if d in _NO_PYTHON_ESCAPES or (d.isalpha() and d not in _PYTHON_LETTER_ESCAPES):
+        raise ValueError(f"the Java escape \\{d} has no Python 're' equivalent")
+    return pattern[i : i + 2], i + 2
+
+
+def _quoted(pattern: str, i: int) -> tuple[str, int]:
+    """``\\Q…\\E`` (or ``\\Q…`` to the end): the text between, escaped."""
+    end = pattern.find("\\E", i + 2)
+    literal = pattern[i + 2 :] if end < 0 else pattern[i + 2 : end]
+    return "".join(re.escape(ch) for ch in literal), len(pattern) if end < 0 else end + 2
+
+
+def _character_property(pattern: str, i: int, *, in_class: bool) -> tuple[str, int]:
+    """``\\p{Name}``, ``\\pL`` or a negated ``\\P…``: the class of its POSIX members."""
+    negated = pattern[i + 1] == "P"
+    match = re.match(r"\{(?:Is)?([A-Za-z_]+)\}|([A-Za-z])", pattern[i + 2 :])
+    name = (match.group(1) or match.group(2)) if match else None
+    body = _POSIX.get(name or "") or _POSIX.get(f"Is{name}" if name else "")
+    if match is None or body is None or (in_class and negated):
+        shown = pattern[i : i + 2 + (match.end() if match else 0)]
+        raise ValueError(f"the Java character property {shown} has no Python 're' equivalent")
+    text = body if in_class else f"[{'^' if negated else ''}{body}]"
+    return text, i + 2 + match.end()
+
+
+def _named_back_reference(pattern: str, i: int) -> tuple[str, int]:
+    """``\\k<name>``: Python's ``(?P=name)``."""
+    end = pattern.find(">", i + 3)
+    if end < 0:
+        raise ValueError("unterminated \\k<name> back-reference")
+    return f"(?P={pattern[i + 3 : end]})", end + 1
+
+
+def _check_class_member(pattern: str, i: int) -> None:
+    """Reject the Java character-class syntax Python reads differently."""
+    if pattern[i] == "[":
+        raise ValueError("Java character-class union '[a[b]]' is not supported")
+    if pattern.startswith("&&", i):
+        raise ValueError("Java character-class intersection '&&' is not supported")
+
+
+def _class_members_start(pattern: str, i: int) -> int:
+    """Where the members of the character class opened at ``i`` start: after ``[``, an optional
+    ``^`` and a leading ``]`` (a literal there)."""
+    j = i + 1
+    if pattern.startswith("^", j):
+        j += 1
+    if pattern.startswith("]", j):
+        j += 1
+    return j
 
 
 def java_regex_to_python(elements: Sequence[str]) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -1031,67 +1031,86 @@ def parse_value(
     ``key`` is the key as the user wrote it (``A->B.offset.lag.max``) and ``alias`` the cluster
     or flow, both for the error message; ``secret`` masks the value in it.
     """
+    try:
+        return _PARSERS[spec.type](spec, value)
+    except ValueError as exc:
+        raise _error(spec, value, str(exc), key, alias, secret) from None
+
+
+# Each parser takes the raw text and raises ``ValueError(why)`` for an invalid value.
+
+
+def _parse_boolean(spec: KeySpec, value: str) -> bool:
+    del spec
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _parse_integer(spec: KeySpec, value: str) -> int:
+    trimmed, kind = value.strip(), spec.type
+    if not _INTEGER.fullmatch(trimmed):
+        raise ValueError(f"expected a whole number ({kind.value})")
+    number = int(trimmed)
+    low, high = _RANGES[kind]
+    if not low <= number <= high:
+        raise ValueError(f"out of range for a Java {kind.value}")
+    if spec.minimum is not None and number < spec.minimum:
+        raise ValueError(f"must be at least {spec.minimum}")
+    return number
+
+
+def _parse_double(spec: KeySpec, value: str) -> float:
+    del spec
     trimmed = value.strip()
-    kind = spec.type
-    result: ConfigValue
-    if kind is KeyType.BOOLEAN:
-        lowered = trimmed.lower()
-        if lowered not in ("true", "false"):
-            raise _error(spec, value, "expected true or false", key, alias, secret)
-        result = lowered == "true"
-    elif kind in _RANGES:
-        if not _INTEGER.fullmatch(trimmed):
-            raise _error(spec, value, f"expected a whole number ({kind.value})", key, alias, secret)
-        number = int(trimmed)
-        low, high = _RANGES[kind]
-        if not low <= number <= high:
-            raise _error(spec, value, f"out of range for a Java {kind.value}", key, alias, secret)
-        if spec.minimum is not None and number < spec.minimum:
-            raise _error(spec, value, f"must be at least {spec.minimum}", key, alias, secret)
-        result = number
-    elif kind is KeyType.DOUBLE:
-        if not _DOUBLE.fullmatch(trimmed):
-            raise _error(spec, value, "expected a number", key, alias, secret)
-        result = float(trimmed.rstrip("dDfF"))
-    elif kind is KeyType.LIST:
-        items = parse_list(trimmed)
-        if any(not item for item in items):
-            raise _error(spec, value, "list elements must not be empty", key, alias, secret)
-        if len(set(items)) != len(items):
-            raise _error(spec, value, "list elements must not be duplicated", key, alias, secret)
-        if spec.choices:
-            for item in items:
-                if item not in spec.choices:
-                    raise _error(
-                        spec,
-                        value,
-                        f"elements must be one of {', '.join(spec.choices)}",
-                        key,
-                        alias,
-                        secret,
-                    )
-        result = items
-    elif kind is KeyType.PASSWORD:
-        result = value
-    else:  # STRING, CLASS
-        result = trimmed
-        if spec.choices:
-            ok = (
-                trimmed.upper() in (c.upper() for c in spec.choices)
-                if spec.case_insensitive
-                else trimmed in spec.choices
-            )
-            if not ok:
-                how = " (case insensitive)" if spec.case_insensitive else ""
-                raise _error(
-                    spec,
-                    value,
-                    f"must be one of{how}: {', '.join(spec.choices)}",
-                    key,
-                    alias,
-                    secret,
-                )
-    return result
+    if not _DOUBLE.fullmatch(trimmed):
+        raise ValueError("expected a number")
+    return float(trimmed.rstrip("dDfF"))
+
+
+def _parse_list_value(spec: KeySpec, value: str) -> tuple[str, ...]:
+    items = parse_list(value)
+    if any(not item for item in items):
+        raise ValueError("list elements must not be empty")
+    if len(set(items)) != len(items):
+        raise ValueError("list elements must not be duplicated")
+    if spec.choices and any(item not in spec.choices for item in items):
+        raise ValueError(f"elements must be one of {', '.join(spec.choices)}")
+    return items
+
+
+def _parse_password(spec: KeySpec, value: str) -> str:
+    del spec
+    return value  # as written, not trimmed
+
+
+def _parse_string(spec: KeySpec, value: str) -> str:
+    trimmed = value.strip()
+    if not spec.choices:
+        return trimmed
+    if spec.case_insensitive:
+        ok = trimmed.upper() in (c.upper() for c in spec.choices)
+    else:
+        ok = trimmed in spec.choices
+    if not ok:
+        how = " (case insensitive)" if spec.case_insensitive else ""
+        raise ValueError(f"must be one of{how}: {', '.join(spec.choices)}")
+    return trimmed
+
+
+_PARSERS: Final[Mapping[KeyType, Callable[[KeySpec, str], ConfigValue]]] = {
+    KeyType.BOOLEAN: _parse_boolean,
+    KeyType.SHORT: _parse_integer,
+    KeyType.INT: _parse_integer,
+    KeyType.LONG: _parse_integer,
+    KeyType.DOUBLE: _parse_double,
+    KeyType.LIST: _parse_list_value,
+    KeyType.PASSWORD: _parse_password,
+    KeyType.STRING: _parse_string,
+    KeyType.CLASS: _parse_string,
+}
+"""How the text of a value of each ``ConfigDef`` type is parsed."""
 
 
 # -- documentation ------------------------------------------------------------------------------

@@ -216,6 +216,35 @@ def _consumer(settings: FlowSettings) -> Any:
     return Consumer(client_conf(conf))
 
 
+def _take_batch(pa: Any, schema: Any, cols: list[list[Any]]) -> Any:
+    """The columns as one ``pyarrow.RecordBatch``; the columns are emptied."""
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+    )
+    for c in cols:
+        c.clear()
+    return batch
+
+
+def _append_row(cols: list[list[Any]], msg: Any, tp: TP, off: int) -> None:
+    """Append ``msg`` to the columns (in ``_COLUMNS`` order)."""
+    ts_type, ts = msg.timestamp()
+    row = (*tp, off, msg.key(), msg.value(), ts, _TS_TYPE.get(ts_type, -1), msg.headers())
+    for column, value in zip(cols, row, strict=True):
+        column.append(value)
+
+
+def _check_stall(
+    settings: FlowSettings, last_progress: float, stall: float, missing: set[TP]
+) -> None:
+    """Raise :class:`ClusterTimeoutError` when nothing was read for ``stall`` seconds."""
+    if time.monotonic() - last_progress > stall:
+        raise ClusterTimeoutError(
+            f"flow {settings.name}: no progress reading {sorted(missing)} for {stall:.0f}s",
+            cluster=settings.source, code="_TIMED_OUT", retriable=True,
+        )  # fmt: skip
+
+
 def read_ranges(
     settings: FlowSettings,
     work: Sequence[Range],
@@ -237,15 +266,10 @@ def read_ranges(
     consumer = _consumer(settings)
     done: set[TP] = set()
     cols: list[list[Any]] = [[] for _ in _COLUMNS]
-    topics, parts, offs, keys, values, stamps, types, headers = cols
+    offs = cols[2]
 
     def flush() -> Any:
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
-        )
-        for c in cols:
-            c.clear()
-        return batch
+        return _take_batch(pa, schema, cols)
 
     def finish(tp: TP) -> None:
         done.add(tp)
@@ -260,12 +284,8 @@ def read_ranges(
             msgs = consumer.consume(5_000, timeout=0.5)
             if msgs:
                 last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > stall:
-                missing = sorted(set(ends) - done)
-                raise ClusterTimeoutError(
-                    f"flow {settings.name}: no progress reading {missing} for {stall:.0f}s",
-                    cluster=settings.source, code="_TIMED_OUT", retriable=True,
-                )  # fmt: skip
+            else:
+                _check_stall(settings, last_progress, stall, set(ends) - done)
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -279,15 +299,7 @@ def read_ranges(
                 if off >= end:
                     finish(tp)
                     continue
-                ts_type, ts = msg.timestamp()
-                topics.append(tp[0])
-                parts.append(tp[1])
-                offs.append(off)
-                keys.append(msg.key())
-                values.append(msg.value())
-                stamps.append(ts)
-                types.append(_TS_TYPE.get(ts_type, -1))
-                headers.append(msg.headers())
+                _append_row(cols, msg, tp, off)
                 if off + 1 >= end:
                     finish(tp)
             if len(offs) >= batch_rows:

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 class FlowRunner:
     def __init__(self, settings: FlowSettings) -> None:
         self.settings = settings
-        self.stats = StatsRegistry(settings.source, settings.target)
+        self.stats = StatsRegistry(
+            settings.source, settings.target, internal=settings.policy.is_heartbeats_topic
+        )
         self.catalog = TopicCatalog()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

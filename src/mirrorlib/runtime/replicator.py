@@ -25,7 +25,7 @@ from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowStatus, Metric
+from mirrorlib.core.status import Family, FlowStatus, Metric
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner
 
@@ -121,6 +121,15 @@ class Replicator:
     def metrics(self) -> list[Metric]:
         """Every metric of every flow, with MM2's names and tags plus replication lag."""
         return [m for r in self._runners for m in r.stats.metrics()]
+
+    def flow_metrics(self) -> list[tuple[FlowStatus, list[Family]]]:
+        """Per flow: its status and its metrics following Prometheus' conventions (see
+        :data:`mirrorlib.core.status.METRICS`), both from one snapshot."""
+        out = []
+        for runner in self._runners:
+            status = runner.stats.snapshot()
+            out.append((status, list(runner.stats.families(status))))
+        return out
 
     def __enter__(self) -> Replicator:
         self.start()

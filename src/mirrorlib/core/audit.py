@@ -341,6 +341,10 @@ def _secs(v: float | None) -> str:
     return "unknown" if v is None else f"{v:.1f}s"
 
 
+def _ago(what: str, age_s: float | None) -> str:
+    return f"no {what}" if age_s is None else f"{what} {age_s:.1f}s ago"
+
+
 @attrs.frozen
 class FlowHealth:
     """The state of one flow, computed from the clusters (``mirrorlib status``).
@@ -418,13 +422,19 @@ class FlowHealth:
         if self.unknown_lag_partitions and self.lag_records is not None:
             lag += f" (+{self.unknown_lag_partitions} partition(s) unknown)"
         every = (
-            "" if self.position_flush_interval_s is None
-            else f", stored every {self.position_flush_interval_s:.0f}s"
-        )  # fmt: skip
+            ""
+            if self.position_flush_interval_s is None
+            else f" (every {self.position_flush_interval_s:.0f}s)"
+        )
+        stored = (
+            "no position stored"
+            if self.position_age_s is None
+            else f"positions stored {self.position_age_s:.1f}s ago{every}"
+        )
         return (
-            f"{self.name}: {state}  {lag}  positions {_secs(self.position_age_s)} old{every}  "
-            f"heartbeat {_secs(self.heartbeat_age_s)} ago  "
-            f"checkpoint {_secs(self.checkpoint_age_s)} ago"
+            f"{self.name}: {state}  {lag}  {stored}  "
+            f"{_ago('heartbeat', self.heartbeat_age_s)}  "
+            f"{_ago('checkpoint', self.checkpoint_age_s)}"
         )
 
     def describe(self, limit: int | None = None) -> str:

@@ -424,7 +424,7 @@ class FlowHealth:
         every = (
             ""
             if self.position_flush_interval_s is None
-            else f" (every {self.position_flush_interval_s:.0f}s)"
+            else f" (every {self.position_flush_interval_s:g}s)"
         )
         stored = (
             "no position stored"

@@ -47,7 +47,7 @@ from typing import Any
 
 import attrs
 
-from mirrorlib.core.status import STALL_AFTER_S
+from mirrorlib.core.status import STALL_AFTER_S, data_lag
 
 __all__ = [
     "FlowHealth",
@@ -376,13 +376,12 @@ class FlowHealth:
 
     @property
     def lag_records(self) -> int | None:
-        known = [p.lag_records for p in self.data_partitions if p.lag_records is not None]
-        return sum(known) if known else None
+        return data_lag(self.partitions)[0]
 
     @property
     def unknown_lag_partitions(self) -> int:
         """Data partitions whose lag is unknown (no stored position, or no end offset)."""
-        return sum(1 for p in self.data_partitions if p.lag_records is None)
+        return data_lag(self.partitions)[1]
 
     @property
     def lag_seconds(self) -> float | None:

@@ -23,9 +23,9 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Protocol
 
 import attrs
 
@@ -39,11 +39,13 @@ __all__ = [
     "FlowStatus",
     "Histogram",
     "HistogramValue",
+    "Lagging",
     "Metric",
     "MetricSpec",
     "PartitionStats",
     "PartitionStatus",
     "StatsRegistry",
+    "data_lag",
     "stall_reason",
 ]
 
@@ -80,6 +82,35 @@ def stall_reason(message: str) -> str | None:
     cannot get a producer id (idempotence) or its coordinator is loading or gone."""
     text = message.lower()
     return message if any(m in text for m in _STALL_MARKERS) else None
+
+
+class Lagging(Protocol):
+    """A partition's lag as :func:`data_lag` reads it."""
+
+    @property
+    def lag_records(self) -> int | None: ...
+
+    @property
+    def internal(self) -> bool: ...
+
+
+def data_lag(partitions: Iterable[Lagging]) -> tuple[int | None, int]:
+    """The lag of a flow: records waiting in its data partitions whose lag is known (``None``
+    when none is: unknown is not zero), and how many data partitions' lag is unknown. Internal
+    partitions (heartbeats) are not counted."""
+    known = 0
+    total = 0
+    unknown = 0
+    for p in partitions:
+        if p.internal:
+            continue
+        lag = p.lag_records
+        if lag is None:
+            unknown += 1
+        else:
+            known += 1
+            total += lag
+    return (total if known else None), unknown
 
 
 class FlowState(StrEnum):
@@ -368,13 +399,12 @@ class FlowStatus:
     @property
     def lag_records(self) -> int | None:
         """Records waiting in data partitions whose lag is known; ``None`` when none is known."""
-        known = [p.lag_records for p in self.data_partitions if p.lag_records is not None]
-        return sum(known) if known else None
+        return data_lag(self.partitions)[0]
 
     @property
     def unknown_lag_partitions(self) -> int:
         """Data partitions whose lag is not known yet (not counted in :attr:`lag_records`)."""
-        return sum(1 for p in self.data_partitions if p.lag_records is None)
+        return data_lag(self.partitions)[1]
 
 
 class StatsRegistry:

@@ -275,3 +275,55 @@ def test_failover_refuses_skips_and_unknown_groups_with_exit_5(
     code, out, err = _run(capsys, *failover, "--group", "cli-nosuch", "--allow-empty")
     assert code == EXIT_OK, out + err
     assert "nothing to translate" in out
+
+
+@pytest.mark.integration
+def test_status_shows_unknown_lag_and_heartbeats_apart(
+    two_clusters: ClusterSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mirrorlib import MirrorConfig
+    from tests.runtime.conftest import mm2_properties, wait_for
+
+    a, _b = two_clusters
+    a.create_topic("fresh.t", 1)
+    _produce(a, "fresh.t", 5, partitions=1)
+    # B->A writes heartbeats to A, which A->B replicates: an internal topic of flow A->B
+    props = mm2_properties(
+        two_clusters, ["A->B", "B->A"], **{"A->B.topics": "fresh\\..*", "B->A.topics": "none"}
+    )
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+
+    # nothing ran: no stored position, so the lag is unknown, not 0
+    _, out, _ = _run(capsys, "status", str(path), "--flow", "A->B", "--json")
+    flow = json.loads(out)["flows"][0]
+    assert flow["lag_records"] is None  # (the shared clusters may hold other tests' heartbeats)
+    fresh = [p for p in flow["partitions"] if p["topic"] == "fresh.t"]
+    assert fresh and fresh[0]["lag_records"] is None and fresh[0]["end_offset"] == 5
+    assert flow["unknown_lag_partitions"] >= 1
+    _, out, _ = _run(capsys, "status", str(path), "--flow", "A->B")
+    assert "lag unknown" in out and "fresh.t-0" in out
+
+    with Replicator(MirrorConfig.from_properties(props)) as r:
+        ours = next(s for s in r.status() if s.name == "A->B")
+        assert ours.lag_records is None  # just started: positions are not known yet
+
+        def settled() -> Any:
+            _, out, _ = _run(capsys, "status", str(path), "--flow", "A->B", "--json")
+            flow = json.loads(out)["flows"][0]
+            internal = [p for p in flow["partitions"] if p["internal"]]
+            data = [p for p in flow["partitions"] if not p["internal"]]
+            ok = (
+                flow["state"] == "running" and flow["lag_records"] == 0
+                and internal and all(p["topic"] == "heartbeats" for p in internal)
+                and [p["topic"] for p in data] == ["fresh.t"]
+                and flow["position_age_s"] is not None
+            )  # fmt: skip
+            return flow if ok else None
+
+        wait_for("status with heartbeats apart", settled)
+        _, out, _ = _run(capsys, "status", str(path), "--flow", "A->B")
+        assert "internal topics (heartbeats" in out and "heartbeats-0" in out
+        in_process = next(s for s in r.status() if s.name == "A->B")
+        assert {p.topic for p in in_process.internal_partitions} == {"heartbeats"}
+        assert in_process.stalled is None

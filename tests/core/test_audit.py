@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from mirrorlib.core.audit import (
     FlowHealth,
     PartitionLag,
@@ -11,6 +13,7 @@ from mirrorlib.core.audit import (
     lag_records,
     lag_seconds,
     record_digest,
+    stall_limit_s,
 )
 
 
@@ -105,3 +108,62 @@ def test_flow_health_table() -> None:
     assert text.startswith("A->B: running  lag 3 record(s) / 1.5s")
     assert "t-0" in text and "A.t" in text
     assert h.to_dict()["partitions"][0]["lag_records"] == 3
+
+
+def test_flow_health_unknown_lag_is_not_zero() -> None:
+    unreachable = FlowHealth("A", "B", "unreachable", (), None, None, errors=("source A: down",))
+    assert unreachable.lag_records is None and unreachable.lag_seconds is None
+    assert "A->B: unreachable  lag unknown  no position stored  no heartbeat" in (
+        unreachable.describe()
+    )
+    assert unreachable.to_dict()["lag_records"] is None
+    fresh = FlowHealth(
+        "A", "B", "running",
+        (PartitionLag("t", 0, "A.t", 10, None, None, None),
+         PartitionLag("t", 1, "A.t", 5, 2, 3, 4.0, position_age_s=1.0)),
+        heartbeat_age_s=0.5, checkpoint_age_s=None, position_flush_interval_s=60.0,
+    )  # fmt: skip
+    assert fresh.lag_records == 3 and fresh.unknown_lag_partitions == 1
+    text = fresh.describe()
+    assert "lag 3 record(s) / 4.0s (+1 partition(s) unknown)" in text
+    assert "positions stored 1.0s ago (every 60s)" in text
+    assert "t-0        A.t     10   -         ?    ?      -" in text
+
+
+def test_flow_health_shows_internal_topics_apart() -> None:
+    h = FlowHealth(
+        "A", "B", "running",
+        (PartitionLag("heartbeats", 0, "A.heartbeats", 90, 40, 50, 50.0, internal=True),
+         PartitionLag("t", 0, "A.t", 5, 5, 0, 0.0)),
+        heartbeat_age_s=0.4, checkpoint_age_s=None,
+    )  # fmt: skip
+    assert h.lag_records == 0 and h.lag_seconds == 0.0  # heartbeats are not counted
+    lines = h.describe().splitlines()
+    apart = next(i for i, line in enumerate(lines) if "internal topics" in line)
+    assert any(line.lstrip().startswith("t-0") for line in lines[:apart])
+    assert any(line.lstrip().startswith("heartbeats-0") for line in lines[apart:])
+
+
+def test_stalled_partition_needs_old_records_and_an_old_position() -> None:
+    limit = stall_limit_s(60.0)
+    assert limit == 150.0
+    old = PartitionLag("t", 0, "A.t", 100, 40, 60, 500.0, position_age_s=400.0)
+    assert old.stalled(limit) == "t-0: no position stored for 400s with 60 record(s) waiting"
+    # records that just arrived on a partition idle for long: not stalled (yet)
+    assert attrs.evolve(old, lag_seconds=2.0).stalled(limit) is None
+    assert attrs.evolve(old, position_age_s=30.0).stalled(limit) is None
+    assert attrs.evolve(old, lag_records=0, lag_seconds=0.0).stalled(limit) is None
+    assert attrs.evolve(old, position_age_s=None).stalled(limit) is None
+    assert flow_state(errors=[], heartbeat_age_s=1, heartbeat_interval_s=1, any_position=True,
+                      stalled=True) == "stalled"  # fmt: skip
+    h = FlowHealth("A", "B", "stalled", (old,), 1.0, None, stalled=old.stalled(limit))
+    assert h.describe().startswith("A->B: stalled: t-0: no position stored for 400s")
+
+
+def test_flow_health_table_limit_keeps_most_lag_and_unknown_first() -> None:
+    parts = tuple(PartitionLag("t", i, "A.t", 10, 10 - i, i, 1.0) for i in range(5))
+    unknown = PartitionLag("u", 0, "A.u", 3, None, None, None)
+    h = FlowHealth("A", "B", "running", (*parts, unknown), 1.0, None)
+    text = h.describe(limit=2)
+    assert "u-0" in text and "t-4" in text and "t-3" not in text
+    assert "... 4 more partition(s)" in text

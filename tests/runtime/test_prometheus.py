@@ -44,10 +44,19 @@ def test_metrics_endpoint(two_clusters: ClusterSet) -> None:
         finally:
             server.shutdown()
     assert (
-        'mirrorlib_record_count{partition="0",source="A",target="B",topic="A.prom.t"} 10.0' in text
+        'mirrorlib_records_total{partition="0",source="A",target="B",topic="A.prom.t"} 10.0' in text
     )
+    assert "# TYPE mirrorlib_records_total counter" in text
+    assert "# HELP mirrorlib_records_total Records replicated" in text
     assert 'mirrorlib_flow_up{source="A",target="B"} 1.0' in text
-    assert "mirrorlib_replication_latency_ms_max" in text
+    assert "# TYPE mirrorlib_replication_latency_seconds histogram" in text
+    assert (
+        'mirrorlib_replication_latency_seconds_bucket{le="+Inf",source="A",target="B",'
+        'topic="A.prom.t"}'
+    ) in text
+    assert "# TYPE mirrorlib_checkpoint_latency_seconds histogram" in text
+    assert "# TYPE mirrorlib_record_rate gauge" in text
+    assert "_ms" not in text and "mirrorlib_record_count" not in text
 
 
 def test_run_command_serves_metrics(two_clusters: ClusterSet, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -79,7 +88,12 @@ def test_run_command_serves_metrics(two_clusters: ClusterSet, tmp_path) -> None:
                 )
             except OSError:
                 return None
-            return text if 'topic="A.promcli.t"} 3.0' in text else None
+            return (
+                text
+                if 'mirrorlib_records_total{partition="0",source="A",target="B",topic="A.promcli.t"} 3.0'
+                in text
+                else None
+            )
 
         wait_for("metrics of the run command", scrape, timeout=90)
     finally:

@@ -179,17 +179,7 @@ def _status(args: argparse.Namespace) -> int:
                 print("\r\033[K", end="", file=sys.stderr)
             print(time.strftime("%Y-%m-%d %H:%M:%S"), f"— {len(report)} flow(s)")
             for health in report:
-                text = health.describe()
-                if not args.details and len(health.partitions) > 20:
-                    lines = text.splitlines()
-                    worst = sorted(health.partitions, key=lambda p: -(p.lag_records or 0))[:20]
-                    keep = {f"{p.topic}-{p.partition}" for p in worst}
-                    lines = [lines[0], lines[1]] + [
-                        line for line in lines[2:]
-                        if line.split()[0] in keep or line.startswith("  error")
-                    ]  # fmt: skip
-                    lines.append(f"  ... {len(health.partitions) - 20} more (--details)")
-                    text = "\n".join(lines)
+                text = health.describe(limit=None if args.details else 20)
                 print(text, flush=True)
         if not args.watch:
             bad = any(h.state in ("unreachable", "stalled") for h in report)

@@ -23,14 +23,18 @@ remote offsets differ from the source's after transactions, compaction or restar
 Status
 ------
 :class:`PartitionLag` and :class:`FlowHealth` model what ``mirrorlib status`` shows, computed from
-the clusters alone. Definitions:
+the clusters alone. Unknown values are ``None`` (shown as ``unknown``/``?``), never 0.
+Definitions:
 
 * **lag (records)** of a source partition = its end offset minus the flow's stored position
   (the next offset to replicate), never negative;
 * **lag (seconds)** = how long the oldest not-yet-replicated record has been waiting: now minus
   the timestamp of the source record at the stored position; 0 when there is no lag;
 * **heartbeat age** = now minus the newest heartbeat of the flow found on the target;
-* **checkpoint age** = now minus the timestamp of the newest record in the flow's checkpoints topic.
+* **checkpoint age** = now minus the timestamp of the newest record in the flow's checkpoints topic;
+* **position age** = now minus the timestamp of the record that stored a partition's position
+  (positions are stored every ``offset.flush.interval.ms``, and only when they moved);
+* **stalled** partition = records wait and its position is older than :func:`stall_limit_s`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from typing import Any
 
 import attrs
 
+from mirrorlib.core.status import STALL_AFTER_S, data_lag
+
 __all__ = [
     "FlowHealth",
     "PartitionAudit",
@@ -54,6 +60,7 @@ __all__ = [
     "lag_records",
     "lag_seconds",
     "record_digest",
+    "stall_limit_s",
 ]
 
 
@@ -270,17 +277,39 @@ def lag_seconds(lag: int | None, next_timestamp_ms: int | None, now_ms: int) -> 
     return max(now_ms - next_timestamp_ms, 0) / 1000.0
 
 
+def stall_limit_s(offset_flush_interval_s: float) -> float:
+    """How old a stored position of a partition with records waiting may be before the partition
+    counts as stalled: two flush intervals (a healthy flow stores moved positions every
+    interval) plus :data:`~mirrorlib.core.status.STALL_AFTER_S`."""
+    return 2 * offset_flush_interval_s + STALL_AFTER_S
+
+
 @attrs.frozen
 class PartitionLag:
-    """One replicated source partition as ``mirrorlib status`` sees it."""
+    """One replicated source partition as ``mirrorlib status`` sees it (``None``: unknown)."""
 
     topic: str
     partition: int
     remote_topic: str
     end_offset: int | None
-    position: int | None  # next upstream offset to replicate (None: not started)
+    position: int | None  # next upstream offset to replicate (None: no stored position)
     lag_records: int | None
     lag_seconds: float | None
+    position_age_s: float | None = None  # how long ago the position was stored
+    internal: bool = False  # an MM2 topic (heartbeats), shown apart from data topics
+
+    def stalled(self, limit_s: float) -> str | None:
+        """Why the partition looks stalled: the oldest waiting record and the stored position
+        are both older than ``limit_s`` (see :func:`stall_limit_s`); ``None`` otherwise or when
+        unknown."""
+        if not self.lag_records or self.position_age_s is None or self.lag_seconds is None:
+            return None
+        if min(self.position_age_s, self.lag_seconds) <= limit_s:
+            return None
+        return (
+            f"{self.topic}-{self.partition}: no position stored for {self.position_age_s:.0f}s "
+            f"with {self.lag_records} record(s) waiting"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -292,21 +321,36 @@ def flow_state(
     heartbeat_age_s: float | None,
     heartbeat_interval_s: float | None,
     any_position: bool,
+    stalled: bool = False,
 ) -> str:
     """``unreachable`` (a cluster did not answer), ``not started`` (no position, no heartbeat),
     ``running`` (heartbeats are fresh: younger than 3 intervals, at least 10 s), ``stalled``
-    (heartbeats stopped) or ``idle`` (positions exist but no heartbeats are emitted)."""
+    (heartbeats stopped, or ``stalled``: a partition's records wait and its position does not
+    move) or ``idle`` (positions exist but no heartbeats are emitted)."""
     if errors:
         return "unreachable"
+    if stalled:
+        return "stalled"
     if heartbeat_age_s is None:
         return "idle" if any_position else "not started"
     limit = max(10.0, 3 * (heartbeat_interval_s or 1.0))
     return "running" if heartbeat_age_s <= limit else "stalled"
 
 
+def _secs(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.1f}s"
+
+
+def _ago(what: str, age_s: float | None) -> str:
+    return f"no {what}" if age_s is None else f"{what} {age_s:.1f}s ago"
+
+
 @attrs.frozen
 class FlowHealth:
-    """The state of one flow, computed from the clusters (``mirrorlib status``)."""
+    """The state of one flow, computed from the clusters (``mirrorlib status``).
+
+    Lag is summed over data partitions whose lag is known (``None`` when none is); the
+    partitions of internal topics (heartbeats) are listed apart and not counted."""
 
     source: str
     target: str
@@ -315,19 +359,40 @@ class FlowHealth:
     heartbeat_age_s: float | None
     checkpoint_age_s: float | None
     errors: tuple[str, ...] = ()
+    stalled: str | None = None  # why the flow is stalled, when it is
+    position_flush_interval_s: float | None = None  # offset.flush.interval.ms, in seconds
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
 
     @property
-    def lag_records(self) -> int:
-        return sum(p.lag_records or 0 for p in self.partitions)
+    def data_partitions(self) -> tuple[PartitionLag, ...]:
+        return tuple(p for p in self.partitions if not p.internal)
+
+    @property
+    def internal_partitions(self) -> tuple[PartitionLag, ...]:
+        return tuple(p for p in self.partitions if p.internal)
+
+    @property
+    def lag_records(self) -> int | None:
+        return data_lag(self.partitions)[0]
+
+    @property
+    def unknown_lag_partitions(self) -> int:
+        """Data partitions whose lag is unknown (no stored position, or no end offset)."""
+        return data_lag(self.partitions)[1]
 
     @property
     def lag_seconds(self) -> float | None:
-        values = [p.lag_seconds for p in self.partitions if p.lag_seconds is not None]
+        values = [p.lag_seconds for p in self.data_partitions if p.lag_seconds is not None]
         return max(values) if values else None
+
+    @property
+    def position_age_s(self) -> float | None:
+        """Age of the newest stored position of the flow (``None``: none stored)."""
+        ages = [p.position_age_s for p in self.partitions if p.position_age_s is not None]
+        return min(ages) if ages else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -335,36 +400,81 @@ class FlowHealth:
             "source": self.source,
             "target": self.target,
             "state": self.state,
+            "stalled": self.stalled,
             "lag_records": self.lag_records,
             "lag_seconds": self.lag_seconds,
+            "unknown_lag_partitions": self.unknown_lag_partitions,
+            "position_age_s": self.position_age_s,
             "heartbeat_age_s": self.heartbeat_age_s,
             "checkpoint_age_s": self.checkpoint_age_s,
             "errors": list(self.errors),
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
-    def describe(self) -> str:
-        def secs(v: float | None) -> str:
-            return "-" if v is None else f"{v:.1f}s"
+    def summary(self) -> str:
+        """The first line of :meth:`describe`: state, lag, ages."""
+        state = f"stalled: {self.stalled}" if self.stalled else self.state
+        if self.lag_records is None:
+            lag = "lag unknown"
+        else:
+            lag = f"lag {self.lag_records} record(s) / {_secs(self.lag_seconds)}"
+        if self.unknown_lag_partitions and self.lag_records is not None:
+            lag += f" (+{self.unknown_lag_partitions} partition(s) unknown)"
+        every = (
+            ""
+            if self.position_flush_interval_s is None
+            else f" (every {self.position_flush_interval_s:g}s)"
+        )
+        stored = (
+            "no position stored"
+            if self.position_age_s is None
+            else f"positions stored {self.position_age_s:.1f}s ago{every}"
+        )
+        return (
+            f"{self.name}: {state}  {lag}  {stored}  "
+            f"{_ago('heartbeat', self.heartbeat_age_s)}  "
+            f"{_ago('checkpoint', self.checkpoint_age_s)}"
+        )
 
-        lines = [
-            f"{self.name}: {self.state}  lag {self.lag_records} record(s) / "
-            f"{secs(self.lag_seconds)}  heartbeat {secs(self.heartbeat_age_s)} ago  "
-            f"checkpoint {secs(self.checkpoint_age_s)} ago"
-        ]
-        rows: list[tuple[str, ...]] = [("partition", "remote", "end", "position", "lag", "lag s")]
-        for p in self.partitions:
-            rows.append(
-                (
-                    f"{p.topic}-{p.partition}", p.remote_topic,
-                    "-" if p.end_offset is None else str(p.end_offset),
-                    "-" if p.position is None else str(p.position),
-                    "-" if p.lag_records is None else str(p.lag_records),
-                    secs(p.lag_seconds),
-                )
-            )  # fmt: skip
-        if self.partitions:
-            lines.extend(format_table(rows))
+    def describe(self, limit: int | None = None) -> str:
+        """:meth:`summary`, then a table of data partitions (the ``limit`` with most lag, unknown
+        lag first, when given), internal topics apart, then errors."""
+
+        def table(parts: Sequence[PartitionLag]) -> list[str]:
+            rows: list[tuple[str, ...]] = [
+                ("partition", "remote", "end", "position", "lag", "lag s", "stored")
+            ]
+            for p in parts:
+                rows.append(
+                    (
+                        f"{p.topic}-{p.partition}", p.remote_topic,
+                        "-" if p.end_offset is None else str(p.end_offset),
+                        "-" if p.position is None else str(p.position),
+                        "?" if p.lag_records is None else str(p.lag_records),
+                        "?" if p.lag_seconds is None else f"{p.lag_seconds:.1f}",
+                        "-" if p.position_age_s is None else f"{p.position_age_s:.0f}s ago",
+                    )
+                )  # fmt: skip
+            return format_table(rows)
+
+        lines = [self.summary()]
+        data = list(self.data_partitions)
+        hidden = 0
+        if limit is not None and len(data) > limit:
+            worst = sorted(data, key=lambda p: (p.lag_records is not None, -(p.lag_records or 0)))[
+                :limit
+            ]
+            keep = {id(p) for p in worst}
+            hidden = len(data) - limit
+            data = [p for p in data if id(p) in keep]
+        if data:
+            lines.extend(table(data))
+        if hidden:
+            lines.append(f"  ... {hidden} more partition(s)")
+        internal = self.internal_partitions
+        if internal:
+            lines.append("  internal topics (heartbeats; lag of up to a flush interval is normal):")
+            lines.extend(table(internal))
         lines.extend(f"  error: {e}" for e in self.errors)
         return "\n".join(lines)
 

@@ -1,44 +1,351 @@
-"""What a running flow reports: metrics with MM2's names, replication lag, state and errors.
+"""What a running flow reports: state, replication lag, stalls, errors and metrics.
 
-Metrics follow MM2's names and tags (``record-count``, ``record-age-ms``,
-``replication-latency-ms``, ``byte-rate``/``byte-count``, ``checkpoint-latency-ms``; tagged by
-source, target, remote topic and partition) and add what MM2 lacks: replication lag in records
-(``replication-lag-records``) and in seconds (``replication-lag-seconds``) per partition, and the
-offset ranges lost to source truncation (``lost-records``).
+Two views of the same counters:
+
+* :meth:`StatsRegistry.snapshot` — a :class:`FlowStatus` (what ``Replicator.status()`` returns);
+* :meth:`StatsRegistry.metrics` — MM2's metric names and tags (``record-count``,
+  ``record-age-ms``, ``replication-latency-ms``, ``byte-rate``/``byte-count``,
+  ``checkpoint-latency-ms``; tagged by source, target, remote topic and partition) plus what MM2
+  lacks: replication lag in records and seconds and ``lost-records``;
+* :meth:`StatsRegistry.families` — the same data following Prometheus' conventions (counters
+  ``_total``, seconds, histograms), described by :data:`METRICS` with the MM2 name each one maps to.
+
+**Unknown is not zero.** A partition's lag is ``None`` until both its position and the source's
+end offset are known, and a flow's lag is ``None`` until at least one partition's is.
+
+**Stalls.** A partition with records waiting and no progress (its position did not move) for
+:data:`STALL_AFTER_S` is *stalled*; so is a flow whose target producer reports an idempotence or
+coordinator problem (:func:`stall_reason`) until a partition makes progress again.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
+from typing import Literal, Protocol
 
 import attrs
 
 __all__ = [
+    "LATENCY_BUCKETS_S",
+    "METRICS",
+    "RATE_WINDOW_S",
+    "STALL_AFTER_S",
+    "Family",
     "FlowState",
     "FlowStatus",
+    "Histogram",
+    "HistogramValue",
+    "Lagging",
     "Metric",
+    "MetricSpec",
     "PartitionStats",
     "PartitionStatus",
     "StatsRegistry",
+    "data_lag",
+    "stall_reason",
 ]
+
+#: Seconds a partition may have records waiting without its position moving before it is
+#: reported stalled. Positions move in memory on every acknowledgement (at-least-once) or
+#: transaction commit (exactly-once, every ``transaction.boundary.interval.ms``), so this does not
+#: depend on ``offset.flush.interval.ms``.
+STALL_AFTER_S = 30.0
+
+#: ``record-rate`` and ``byte-rate`` cover the last window of at least this many seconds (and at
+#: most twice as long), not the lifetime of the process.
+RATE_WINDOW_S = 30.0
+
+#: Upper bounds (seconds) of the buckets of the latency and record-age histograms.
+LATENCY_BUCKETS_S: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+)  # fmt: skip
+
+# librdkafka messages (lower case) meaning the producer cannot write at all for now
+_STALL_MARKERS = (
+    "failed to acquire",  # "Failed to acquire idempotence PID from broker ...: retrying"
+    "coordinator load in progress",
+    "coordinator_load_in_progress",
+    "coordinator not available",
+    "coordinator_not_available",
+    "not coordinator",
+    "not_coordinator",
+    "idempotent producer",  # "Fatal idempotent producer error ..."
+)
+
+
+def stall_reason(message: str) -> str | None:
+    """``message`` (a librdkafka error or log line) if it says the producer cannot write: it
+    cannot get a producer id (idempotence) or its coordinator is loading or gone."""
+    text = message.lower()
+    return message if any(m in text for m in _STALL_MARKERS) else None
+
+
+class Lagging(Protocol):
+    """A partition's lag as :func:`data_lag` reads it."""
+
+    @property
+    def lag_records(self) -> int | None: ...
+
+    @property
+    def internal(self) -> bool: ...
+
+
+def data_lag(partitions: Iterable[Lagging]) -> tuple[int | None, int]:
+    """The lag of a flow: records waiting in its data partitions whose lag is known (``None``
+    when none is: unknown is not zero), and how many data partitions' lag is unknown. Internal
+    partitions (heartbeats) are not counted."""
+    known = 0
+    total = 0
+    unknown = 0
+    for p in partitions:
+        if p.internal:
+            continue
+        lag = p.lag_records
+        if lag is None:
+            unknown += 1
+        else:
+            known += 1
+            total += lag
+    return (total if known else None), unknown
 
 
 class FlowState(StrEnum):
     STARTING = "starting"
     RUNNING = "running"
     DEGRADED = "degraded"  # running, but some partitions or components report errors
+    STALLED = "stalled"  # running, but records are waiting and nothing moves (see `stalled`)
     FAILED = "failed"  # stopped by an error (e.g. data loss detected with the "stop" setting)
     STOPPED = "stopped"
 
 
 @attrs.frozen
 class Metric:
+    """One value with MM2's metric name and tags."""
+
     name: str
     tags: tuple[tuple[str, str], ...]
     value: float
+
+
+# -- Prometheus-style families ----------------------------------------------------------------
+
+
+@attrs.frozen
+class MetricSpec:
+    """A metric as exported to Prometheus (without the ``mirrorlib_`` prefix)."""
+
+    name: str
+    kind: Literal["counter", "gauge", "histogram"]
+    help: str
+    labels: tuple[str, ...]
+    mm2: str | None = None  # MM2's metric name this one maps to (None: MM2 has no equivalent)
+
+
+@attrs.frozen
+class HistogramValue:
+    """Cumulative bucket counts (``le`` upper bound, count) ending with ``+Inf``, and the sum."""
+
+    buckets: tuple[tuple[float, int], ...]
+    sum: float
+
+    @property
+    def count(self) -> int:
+        return self.buckets[-1][1] if self.buckets else 0
+
+
+@attrs.frozen
+class Family:
+    """The samples of one :class:`MetricSpec` now: ``(label values, value)`` pairs."""
+
+    spec: MetricSpec
+    samples: tuple[tuple[tuple[str, ...], float | HistogramValue], ...]
+
+
+_FLOW = ("source", "target")
+_TOPIC = (*_FLOW, "topic")
+_PARTITION = (*_TOPIC, "partition")
+
+#: Every metric :meth:`StatsRegistry.families` yields, in order. Latency and record-age
+#: histograms are per remote topic, never per partition: their bucket series would multiply the
+#: scrape size by ~20 at 100k partitions. Per partition there are only counters and gauges.
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("records_total", "counter", "Records replicated to the target and acknowledged "
+               "by it, per source partition (topic = remote topic).", _PARTITION, "record-count"),
+    MetricSpec("bytes_total", "counter", "Bytes of record values replicated and acknowledged, "
+               "per source partition.", _PARTITION, "byte-count"),
+    MetricSpec("lost_records_total", "counter", "Source records skipped because the source lost "
+               "them before they were replicated (data.loss.action=continue).", _PARTITION,
+               "lost-records"),
+    MetricSpec("replication_lag_records", "gauge", "Records in the source partition not "
+               "replicated yet (end offset minus position); absent while unknown.", _PARTITION),
+    MetricSpec("replication_lag_seconds", "gauge", "Age of the newest replicated record while "
+               "records are waiting, 0 when caught up; absent while unknown.", _PARTITION),
+    MetricSpec("partition_stalled", "gauge", "1 while the partition has records waiting and its "
+               "position has not moved for the stall timeout.", _PARTITION),
+    MetricSpec("record_rate", "gauge", "Records replicated per second over the last 30-60 s, "
+               "per remote topic (per partition: rate(mirrorlib_records_total[1m])).", _TOPIC,
+               "record-rate"),
+    MetricSpec("byte_rate", "gauge", "Bytes replicated per second over the last 30-60 s, per "
+               "remote topic.", _TOPIC, "byte-rate"),
+    MetricSpec("replication_latency_seconds", "histogram", "Time from a record's source "
+               "timestamp to its acknowledgement by the target, sampled per partition at most "
+               "every 100 ms.", _TOPIC, "replication-latency-ms"),
+    MetricSpec("record_age_seconds", "histogram", "Age of records (now minus source timestamp) "
+               "when they are sent to the target, sampled once per batch and partition.", _TOPIC,
+               "record-age-ms"),
+    MetricSpec("checkpoint_latency_seconds", "histogram", "Time from a consumer group's commit "
+               "on the source to its checkpoint on the target.", _FLOW, "checkpoint-latency-ms"),
+    MetricSpec("checkpoints_total", "counter", "Checkpoints written to the target.", _FLOW,
+               "checkpoint-count"),
+    MetricSpec("offset_syncs_total", "counter", "Offset syncs written.", _FLOW,
+               "offset-sync-count"),
+    MetricSpec("stalled_partitions", "gauge", "Partitions of the flow that are stalled.", _FLOW),
+    MetricSpec("flow_stalled", "gauge", "1 while the flow is stalled (a stalled partition, or "
+               "the target producer cannot get a producer id or reach its coordinator).", _FLOW),
+)  # fmt: skip
+
+_SPEC = {s.name: s for s in METRICS}
+
+
+class Histogram:
+    """Counts of observed values (seconds) in the buckets of :data:`LATENCY_BUCKETS_S`.
+
+    Written by one thread; read by any (a read copies the counts once)."""
+
+    __slots__ = ("_bounds", "_counts", "_sum")
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self._bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)  # not cumulative; the last one is +Inf
+        self._sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def value(self) -> HistogramValue:
+        counts = list(self._counts)
+        buckets = []
+        total = 0
+        for bound, n in zip((*self._bounds, float("inf")), counts, strict=True):
+            total += n
+            buckets.append((bound, total))
+        return HistogramValue(tuple(buckets), self._sum)
+
+
+class _Window:
+    """last/min/max/avg of a value in ms (MM2's ``-min``/``-max``/``-avg``, over the lifetime of
+    the stats); each value is also observed, in seconds, by ``histogram``."""
+
+    __slots__ = ("count", "histogram", "last", "max", "min", "total")
+
+    def __init__(self, histogram: Histogram | None = None) -> None:
+        self.histogram = histogram
+        self.count = 0
+        self.total = 0.0
+        self.last: float | None = None
+        self.min: float | None = None
+        self.max: float | None = None
+
+    def record(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        self.last = value
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+        if self.histogram is not None:
+            self.histogram.observe(value / 1000.0)
+
+    def items(self, name: str) -> Iterator[tuple[str, float]]:
+        if self.last is None or self.min is None or self.max is None:
+            return
+        yield name, self.last
+        yield f"{name}-min", self.min
+        yield f"{name}-max", self.max
+        yield f"{name}-avg", self.total / self.count
+
+
+class PartitionStats:
+    """Mutable counters for one source partition; updated by the copier thread only.
+
+    :attr:`progress_at` is the last time the position moved forward or the partition was seen
+    with nothing waiting (its end offset at or below its position)."""
+
+    __slots__ = (
+        "_end_offset",
+        "_position",
+        "_rate_mark",
+        "_rate_prev",
+        "age",
+        "byte_count",
+        "error",
+        "internal",
+        "latency",
+        "lost_records",
+        "progress_at",
+        "record_count",
+        "remote_topic",
+        "started",
+        "tail_timestamp_ms",
+    )
+
+    def __init__(
+        self,
+        remote_topic: str,
+        latency: Histogram | None = None,
+        age: Histogram | None = None,
+        *,
+        internal: bool = False,
+    ) -> None:
+        self.remote_topic = remote_topic
+        self.internal = internal
+        self.record_count = 0
+        self.byte_count = 0
+        self._position: int | None = None
+        self._end_offset: int | None = None
+        self.tail_timestamp_ms: int | None = None  # timestamp of the last replicated record
+        self.lost_records = 0
+        self.error: str | None = None
+        self.age = _Window(age)
+        self.latency = _Window(latency)
+        self.started = time.monotonic()
+        self.progress_at = self.started  # monotonic time of the last progress (or creation)
+        self._rate_prev = self._rate_mark = (self.started, 0, 0)
+
+    @property
+    def position(self) -> int | None:
+        """The next upstream offset to replicate (``None``: not known yet)."""
+        return self._position
+
+    @position.setter
+    def position(self, value: int | None) -> None:
+        if value is not None and (self._position is None or value > self._position):
+            self.progress_at = time.monotonic()
+        self._position = value
+
+    @property
+    def end_offset(self) -> int | None:
+        """The source log end offset last seen (``None``: not known yet)."""
+        return self._end_offset
+
+    @end_offset.setter
+    def end_offset(self, value: int | None) -> None:
+        if value is not None and self._position is not None and value <= self._position:
+            self.progress_at = time.monotonic()  # caught up: the stall clock starts afresh
+        self._end_offset = value
+
+    def rates(self, now: float) -> tuple[float, float]:
+        """(records/s, bytes/s) since a mark at least :data:`RATE_WINDOW_S` old (or the start)."""
+        records, nbytes = self.record_count, self.byte_count
+        if now - self._rate_mark[0] >= RATE_WINDOW_S:
+            self._rate_prev, self._rate_mark = self._rate_mark, (now, records, nbytes)
+        t0, r0, b0 = self._rate_prev
+        elapsed = max(now - t0, 1e-9)
+        return (records - r0) / elapsed, (nbytes - b0) / elapsed
 
 
 @attrs.frozen
@@ -48,16 +355,18 @@ class PartitionStatus:
     topic: str  # source topic
     partition: int
     remote_topic: str
-    position: int | None  # next upstream offset to replicate (None: not started)
-    end_offset: int | None  # source log end offset last seen
-    lag_records: int | None
-    lag_seconds: float | None
+    position: int | None  # next upstream offset to replicate (None: not known yet)
+    end_offset: int | None  # source log end offset last seen (None: not known yet)
+    lag_records: int | None  # None: unknown
+    lag_seconds: float | None  # None: unknown
     record_count: int
     byte_count: int
     last_record_age_ms: int | None
     last_replication_latency_ms: int | None
     lost_records: int
     error: str | None
+    stalled: str | None = None  # why the partition is stalled, if it is
+    internal: bool = False  # an MM2 topic (heartbeats), not user data
 
 
 @attrs.frozen
@@ -71,97 +380,77 @@ class FlowStatus:
     last_checkpoint_ms: int | None
     checkpoints_emitted: int
     offset_syncs_emitted: int
+    stalled: str | None = None  # why the flow is stalled, if it is
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
 
     @property
-    def lag_records(self) -> int:
-        return sum(p.lag_records or 0 for p in self.partitions)
+    def data_partitions(self) -> tuple[PartitionStatus, ...]:
+        """The partitions of user topics (not :attr:`internal_partitions`)."""
+        return tuple(p for p in self.partitions if not p.internal)
 
+    @property
+    def internal_partitions(self) -> tuple[PartitionStatus, ...]:
+        """The partitions of replicated MM2 topics (heartbeats)."""
+        return tuple(p for p in self.partitions if p.internal)
 
-class _Window:
-    """last/min/max/avg of a value over the lifetime of the stats (MM2 uses windowed stats)."""
+    @property
+    def lag_records(self) -> int | None:
+        """Records waiting in data partitions whose lag is known; ``None`` when none is known."""
+        return data_lag(self.partitions)[0]
 
-    __slots__ = ("count", "last", "max", "min", "total")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.total = 0.0
-        self.last: float | None = None
-        self.min: float | None = None
-        self.max: float | None = None
-
-    def record(self, value: float) -> None:
-        self.count += 1
-        self.total += value
-        self.last = value
-        self.min = value if self.min is None else min(self.min, value)
-        self.max = value if self.max is None else max(self.max, value)
-
-    def items(self, name: str) -> Iterator[tuple[str, float]]:
-        if self.last is None or self.min is None or self.max is None:
-            return
-        yield name, self.last
-        yield f"{name}-min", self.min
-        yield f"{name}-max", self.max
-        yield f"{name}-avg", self.total / self.count
-
-
-class PartitionStats:
-    """Mutable counters for one source partition; updated by the copier thread only."""
-
-    __slots__ = (
-        "age",
-        "byte_count",
-        "end_offset",
-        "error",
-        "latency",
-        "lost_records",
-        "position",
-        "record_count",
-        "remote_topic",
-        "started",
-        "tail_timestamp_ms",
-    )
-
-    def __init__(self, remote_topic: str) -> None:
-        self.remote_topic = remote_topic
-        self.record_count = 0
-        self.byte_count = 0
-        self.position: int | None = None
-        self.end_offset: int | None = None
-        self.tail_timestamp_ms: int | None = None  # timestamp of the last replicated record
-        self.lost_records = 0
-        self.error: str | None = None
-        self.age = _Window()
-        self.latency = _Window()
-        self.started = time.monotonic()
+    @property
+    def unknown_lag_partitions(self) -> int:
+        """Data partitions whose lag is not known yet (not counted in :attr:`lag_records`)."""
+        return data_lag(self.partitions)[1]
 
 
 class StatsRegistry:
-    """All counters of one flow in this process, safe to read from other threads."""
+    """All counters of one flow in this process, safe to read from other threads.
 
-    def __init__(self, source: str, target: str) -> None:
+    ``internal`` tells which source topics are MM2's (heartbeats: shown apart from data topics);
+    ``stall_after`` is the stall timeout in seconds (:data:`STALL_AFTER_S`)."""
+
+    def __init__(
+        self,
+        source: str,
+        target: str,
+        *,
+        internal: Callable[[str], bool] | None = None,
+        stall_after: float = STALL_AFTER_S,
+    ) -> None:
         self.source = source
         self.target = target
+        self._internal = internal
+        self.stall_after = stall_after
         self._lock = threading.Lock()
         self._partitions: dict[tuple[str, int], PartitionStats] = {}
+        self._topic_histograms: dict[str, tuple[Histogram, Histogram]] = {}  # latency, age
         self._errors: dict[str, str] = {}
+        self._stalls: dict[str, tuple[str, float]] = {}  # component -> (reason, monotonic time)
         self.state = FlowState.STARTING
         self.last_heartbeat_ms: int | None = None
         self.last_checkpoint_ms: int | None = None
         self.checkpoints_emitted = 0
         self.offset_syncs_emitted = 0
-        self.checkpoint_latency = _Window()
+        self.checkpoint_latency = _Window(Histogram())
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
         stats = self._partitions.get(key)
         if stats is None:
             with self._lock:
-                stats = self._partitions.setdefault(key, PartitionStats(remote_topic))
+                stats = self._partitions.get(key)
+                if stats is None:
+                    latency, age = self._topic_histograms.setdefault(
+                        remote_topic, (Histogram(), Histogram())
+                    )
+                    internal = self._internal is not None and self._internal(topic)
+                    stats = self._partitions[key] = PartitionStats(
+                        remote_topic, latency, age, internal=internal
+                    )
         return stats
 
     def drop_partition(self, topic: str, partition: int) -> None:
@@ -175,31 +464,56 @@ class StatsRegistry:
             else:
                 self._errors[component] = message
 
+    def client_problem(self, component: str, message: str) -> None:
+        """A client's error or log line: if it means the client cannot write (see
+        :func:`stall_reason`), the flow is stalled until a partition makes progress."""
+        reason = stall_reason(message)
+        if reason is not None:
+            with self._lock:
+                self._stalls[component] = (reason, time.monotonic())
+
     def errors(self) -> tuple[str, ...]:
         with self._lock:
             return tuple(f"{k}: {v}" for k, v in sorted(self._errors.items()))
 
+    def _client_stalls(self, items: list[tuple[tuple[str, int], PartitionStats]]) -> list[str]:
+        """Reported client problems not followed by progress (older ones are forgotten)."""
+        progress = max((s.progress_at for _, s in items), default=0.0)
+        with self._lock:
+            for component, (_, at) in list(self._stalls.items()):
+                if progress > at:
+                    del self._stalls[component]
+            return [f"{c}: {r}" for c, (r, _) in sorted(self._stalls.items())]
+
     def snapshot(self) -> FlowStatus:
         now_ms = int(time.time() * 1000)
+        now = time.monotonic()
         with self._lock:
             items = sorted(self._partitions.items())
         partitions = []
         for (topic, partition), s in items:
+            position, end = s.position, s.end_offset
             lag = None
-            if s.end_offset is not None and s.position is not None:
-                lag = max(s.end_offset - s.position, 0)
+            if end is not None and position is not None:
+                lag = max(end - position, 0)
             lag_seconds: float | None = None
             if lag == 0:
                 lag_seconds = 0.0
             elif lag is not None and s.tail_timestamp_ms is not None:
                 lag_seconds = max(now_ms - s.tail_timestamp_ms, 0) / 1000.0
+            stalled = None
+            idle = now - s.progress_at
+            waiting = end is not None and (position is None or end > position)
+            if waiting and idle > self.stall_after:
+                what = "unknown number of" if lag is None else str(lag)
+                stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
             partitions.append(
                 PartitionStatus(
                     topic=topic,
                     partition=partition,
                     remote_topic=s.remote_topic,
-                    position=s.position,
-                    end_offset=s.end_offset,
+                    position=position,
+                    end_offset=end,
                     lag_records=lag,
                     lag_seconds=lag_seconds,
                     record_count=s.record_count,
@@ -210,13 +524,23 @@ class StatsRegistry:
                     ),
                     lost_records=s.lost_records,
                     error=s.error,
+                    stalled=stalled,
+                    internal=s.internal,
                 )
             )
         errors = self.errors() + tuple(
             f"{p.topic}-{p.partition}: {p.error}" for p in partitions if p.error
         )
+        reasons = self._client_stalls(items)
+        stuck = [p for p in partitions if p.stalled]
+        if stuck:
+            first = stuck[0]
+            more = f" (and {len(stuck) - 1} more partition(s))" if len(stuck) > 1 else ""
+            reasons.append(f"{first.topic}-{first.partition}: {first.stalled}{more}")
         state = self.state
-        if state is FlowState.RUNNING and errors:
+        if state in (FlowState.RUNNING, FlowState.STARTING) and reasons:
+            state = FlowState.STALLED
+        elif state is FlowState.RUNNING and errors:
             state = FlowState.DEGRADED
         return FlowStatus(
             source=self.source,
@@ -228,27 +552,37 @@ class StatsRegistry:
             last_checkpoint_ms=self.last_checkpoint_ms,
             checkpoints_emitted=self.checkpoints_emitted,
             offset_syncs_emitted=self.offset_syncs_emitted,
+            stalled="; ".join(reasons) or None,
         )
 
+    def _rates(self) -> dict[tuple[str, int], tuple[float, float]]:
+        now = time.monotonic()
+        with self._lock:
+            return {key: s.rates(now) for key, s in self._partitions.items()}
+
     def metrics(self) -> list[Metric]:
-        """Every metric of this flow, with MM2's names and tags."""
+        """Every metric of this flow, with MM2's names and tags (rates over the last
+        :data:`RATE_WINDOW_S` to twice that)."""
         out: list[Metric] = []
         base = (("source", self.source), ("target", self.target))
         status = self.snapshot()
+        rates = self._rates()
         with self._lock:
             items = sorted(self._partitions.items())
         lag = {(p.topic, p.partition): p for p in status.partitions}
         for (topic, partition), s in items:
+            ps = lag.get((topic, partition))
+            if ps is None:  # assigned after the snapshot
+                continue
             tags = (*base, ("topic", s.remote_topic), ("partition", str(partition)))
-            elapsed = max(time.monotonic() - s.started, 1e-9)
+            record_rate, byte_rate = rates.get((topic, partition), (0.0, 0.0))
             out.append(Metric("record-count", tags, s.record_count))
-            out.append(Metric("record-rate", tags, s.record_count / elapsed))
+            out.append(Metric("record-rate", tags, record_rate))
             out.append(Metric("byte-count", tags, s.byte_count))
-            out.append(Metric("byte-rate", tags, s.byte_count / elapsed))
+            out.append(Metric("byte-rate", tags, byte_rate))
             out.extend(Metric(n, tags, v) for n, v in s.age.items("record-age-ms"))
             out.extend(Metric(n, tags, v) for n, v in s.latency.items("replication-latency-ms"))
             out.append(Metric("lost-records", tags, s.lost_records))
-            ps = lag[(topic, partition)]
             if ps.lag_records is not None:
                 out.append(Metric("replication-lag-records", tags, ps.lag_records))
             if ps.lag_seconds is not None:
@@ -259,3 +593,61 @@ class StatsRegistry:
         out.append(Metric("checkpoint-count", base, self.checkpoints_emitted))
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))
         return out
+
+    def families(self, status: FlowStatus | None = None) -> Iterator[Family]:
+        """The metrics of :data:`METRICS` with their samples now (one pass over the partitions;
+        no per-partition object is kept between scrapes). ``status``: a snapshot just taken."""
+        if status is None:
+            status = self.snapshot()
+        flow = (self.source, self.target)
+        rates = self._rates()
+        with self._lock:
+            stats = dict(self._partitions)
+            histograms = dict(self._topic_histograms)
+        per_partition: dict[str, list[tuple[tuple[str, ...], float | HistogramValue]]] = {
+            n: [] for n in ("records_total", "bytes_total", "lost_records_total",
+                            "replication_lag_records", "replication_lag_seconds",
+                            "partition_stalled")
+        }  # fmt: skip
+        topic_rates: dict[str, list[float]] = {}
+        for p in status.partitions:
+            s = stats.get((p.topic, p.partition))
+            if s is None:
+                continue
+            labels = (*flow, p.remote_topic, str(p.partition))
+            per_partition["records_total"].append((labels, float(p.record_count)))
+            per_partition["bytes_total"].append((labels, float(p.byte_count)))
+            per_partition["lost_records_total"].append((labels, float(p.lost_records)))
+            if p.lag_records is not None:
+                per_partition["replication_lag_records"].append((labels, float(p.lag_records)))
+            if p.lag_seconds is not None:
+                per_partition["replication_lag_seconds"].append((labels, p.lag_seconds))
+            per_partition["partition_stalled"].append((labels, 1.0 if p.stalled else 0.0))
+            record_rate, byte_rate = rates.get((p.topic, p.partition), (0.0, 0.0))
+            acc = topic_rates.setdefault(p.remote_topic, [0.0, 0.0])
+            acc[0] += record_rate
+            acc[1] += byte_rate
+        for name, samples in per_partition.items():
+            yield Family(_SPEC[name], tuple(samples))
+        yield Family(
+            _SPEC["record_rate"], tuple(((*flow, t), r[0]) for t, r in sorted(topic_rates.items()))
+        )
+        yield Family(
+            _SPEC["byte_rate"], tuple(((*flow, t), r[1]) for t, r in sorted(topic_rates.items()))
+        )
+        yield Family(
+            _SPEC["replication_latency_seconds"],
+            tuple(((*flow, t), h[0].value()) for t, h in sorted(histograms.items())),
+        )
+        yield Family(
+            _SPEC["record_age_seconds"],
+            tuple(((*flow, t), h[1].value()) for t, h in sorted(histograms.items())),
+        )
+        checkpoint = self.checkpoint_latency.histogram
+        assert checkpoint is not None
+        yield Family(_SPEC["checkpoint_latency_seconds"], ((flow, checkpoint.value()),))
+        yield Family(_SPEC["checkpoints_total"], ((flow, float(self.checkpoints_emitted)),))
+        yield Family(_SPEC["offset_syncs_total"], ((flow, float(self.offset_syncs_emitted)),))
+        stuck = sum(1 for p in status.partitions if p.stalled)
+        yield Family(_SPEC["stalled_partitions"], ((flow, float(stuck)),))
+        yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if status.stalled else 0.0),))

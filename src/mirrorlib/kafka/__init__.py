@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 __all__ = [
     "LIBRDKAFKA_LOGGER",
     "client_conf",
+    "client_log",
     "new_admin_client",
     "new_consumer",
     "new_producer",
@@ -36,17 +37,26 @@ class _LibrdkafkaLog:
     as warnings, and an identical line is repeated at most once every 30 seconds: a broker that
     is down for a minute gives a handful of lines, not thousands. A coordinator that is still
     loading (a fresh cluster's first idempotent producer, a coordinator that moved) is a normal
-    step that librdkafka retries, so it is only information.
+    step that librdkafka retries, so it is only information in the log. ``on_warning`` receives
+    every line of level warning or above first (e.g. to notice a producer that cannot write).
     """
 
-    def __init__(self, logger: logging.Logger, every: float = 30.0) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        every: float = 30.0,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
         self._logger = logger
+        self._on_warning = on_warning
         self._every = every
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         text = msg % args if args else msg
+        if self._on_warning is not None and level >= logging.WARNING:
+            self._on_warning(text)
         if level >= logging.ERROR and (
             "Connect to" in text or "Disconnected" in text or "FAIL" in text
         ):
@@ -68,6 +78,13 @@ class _LibrdkafkaLog:
 
 
 _LOG = _LibrdkafkaLog(LIBRDKAFKA_LOGGER)
+
+
+def client_log(on_warning: Callable[[str], None]) -> Any:
+    """A ``logger`` for a client configuration: librdkafka's lines go to ``mirrorlib.librdkafka``
+    as with :func:`client_conf`, and those of level warning or above also to ``on_warning``
+    (called from the thread that polls the client)."""
+    return _LibrdkafkaLog(LIBRDKAFKA_LOGGER, on_warning=on_warning)
 
 
 def client_conf(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:

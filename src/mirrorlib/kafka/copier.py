@@ -75,7 +75,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
-from mirrorlib.kafka import client_conf
+from mirrorlib.kafka import client_conf, client_log
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 
@@ -256,7 +256,11 @@ class Copier:
             cconf["isolation.level"] = "read_committed"
         else:
             cconf.setdefault("isolation.level", "read_uncommitted")
-        pconf = s.record_producer(linger_ms=5, error_cb=self._client_error("target", s.target))
+        pconf = s.record_producer(
+            linger_ms=5,
+            error_cb=self._client_error("target", s.target),
+            logger=client_log(lambda line: self.stats.client_problem("target", line)),
+        )
         self._batch_size = int(pconf["batch.size"])
         if s.exactly_once_enabled:
             pconf["transactional.id"] = s.transactional_id
@@ -745,6 +749,7 @@ class Copier:
         def on_error(err: KafkaError) -> None:
             self._degraded.add(side)
             self.stats.set_error(side, f"cluster {alias}: {err.str()}")
+            self.stats.client_problem(side, f"cluster {alias}: {err.str()}")
             log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
 
         return on_error

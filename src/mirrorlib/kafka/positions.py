@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ class PositionStore:
         )
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, int], int] = {}
+        self._stored_at: dict[tuple[str, int], int] = {}  # record timestamps (ms)
         self.corrupt_records = 0
 
     def _handle(self, msg: Any) -> None:
@@ -65,8 +67,10 @@ class PositionStore:
         key = (pos.topic, pos.partition)
         if pos.offset is None or pos.offset < 0:
             self._positions.pop(key, None)
+            self._stored_at.pop(key, None)
         else:
             self._positions[key] = pos.offset
+            self._stored_at[key] = msg.timestamp()[1]
 
     def refresh(self, timeout: float = 60.0) -> None:
         """Catch up with the offsets topic (other processes may have written to it)."""
@@ -81,6 +85,11 @@ class PositionStore:
     def all(self) -> dict[tuple[str, int], int]:
         with self._lock:
             return dict(self._positions)
+
+    def stored_at(self) -> dict[tuple[str, int], int]:
+        """When each position was stored: its record's timestamp (ms since the epoch)."""
+        with self._lock:
+            return dict(self._stored_at)
 
     def records(
         self, positions: Iterable[tuple[str, int, int]]
@@ -98,6 +107,7 @@ class PositionStore:
         """Record a position this process has just written (so reads stay consistent)."""
         with self._lock:
             self._positions[(topic, partition)] = offset
+            self._stored_at[(topic, partition)] = int(time.time() * 1000)
 
     def close(self) -> None:
         self._log.close()

@@ -110,7 +110,9 @@ class FlowRunner(Generic[P]):
         self.settings = settings
         self.data_plane = data_plane
         self.thread_prefix = thread_prefix
-        self.stats = StatsRegistry(settings.source, settings.target)
+        self.stats = StatsRegistry(
+            settings.source, settings.target, internal=settings.policy.is_heartbeats_topic
+        )
         self.catalog = TopicCatalog()
         self.metadata = MetadataTask(settings, self.catalog, self.stats)
         self.checkpoints: CheckpointTask | None = None

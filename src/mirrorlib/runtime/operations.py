@@ -30,6 +30,7 @@ from mirrorlib.core.audit import (
     flow_state,
     lag_records,
     lag_seconds,
+    stall_limit_s,
 )
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.plans import Plan
@@ -59,7 +60,8 @@ def select_flows(config: MirrorConfig, spec: str | None = None) -> list[FlowConf
 
 def _positions(
     config: MirrorConfig, flow: FlowConfig, timeout: float
-) -> dict[tuple[str, int], int]:
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """The flow's stored positions (next offset to replicate) and when each was stored (ms)."""
     from mirrorlib.kafka.positions import PositionStore
 
     store = PositionStore(
@@ -69,7 +71,7 @@ def _positions(
     )  # fmt: skip
     try:
         store.refresh(timeout=timeout)
-        return {key: offset + 1 for key, offset in store.all().items()}
+        return {key: offset + 1 for key, offset in store.all().items()}, store.stored_at()
     finally:
         store.close()
 
@@ -104,8 +106,9 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
     policy = flow.policy
     partitions: list[PartitionLag] = []
     positions: dict[tuple[str, int], int] = {}
+    stored_at: dict[tuple[str, int], int] = {}
     try:
-        positions = _positions(config, flow, timeout)
+        positions, stored_at = _positions(config, flow, timeout)
     except MirrorError as exc:
         errors.append(f"positions ({flow.offset_storage_topic} on {flow.target}): {exc}")
     try:
@@ -122,11 +125,14 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
             end = ends.get((t, p))
             pos = positions.get((t, p))
             lag = lag_records(end, pos)
+            stored = stored_at.get((t, p))
             partitions.append(
                 PartitionLag(
                     topic=t, partition=p, remote_topic=policy.format_remote_topic(flow.source, t),
                     end_offset=end, position=pos, lag_records=lag,
                     lag_seconds=lag_seconds(lag, stamps.get((t, p)), now_ms),
+                    position_age_s=None if stored is None else max(now_ms - stored, 0) / 1000.0,
+                    internal=policy.is_heartbeats_topic(t),
                 )
             )  # fmt: skip
     except MirrorError as exc:
@@ -147,13 +153,20 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
                     checkpoint_age = max(now_ms - newest, 0) / 1000.0
     except MirrorError as exc:
         errors.append(f"target {flow.target}: {exc}")
+    limit = stall_limit_s(flow.offset_flush_interval)
+    stuck = [r for r in (p.stalled(limit) for p in partitions) if r is not None]
+    stalled = None
+    if stuck:
+        stalled = stuck[0] + (f" (and {len(stuck) - 1} more partition(s))" if stuck[1:] else "")
     state = flow_state(
         errors=errors, heartbeat_age_s=heartbeat_age,
         heartbeat_interval_s=flow.emit_heartbeats_interval, any_position=bool(positions),
+        stalled=stalled is not None,
     )  # fmt: skip
     return FlowHealth(
         source=flow.source, target=flow.target, state=state, partitions=tuple(partitions),
         heartbeat_age_s=heartbeat_age, checkpoint_age_s=checkpoint_age, errors=tuple(errors),
+        stalled=stalled, position_flush_interval_s=flow.offset_flush_interval,
     )  # fmt: skip
 
 
@@ -246,7 +259,7 @@ def verify_flow(
         if flow.should_replicate_topic(t) and (pattern is None or pattern.fullmatch(t))
     ]  # fmt: skip
     try:
-        positions = _positions(config, flow, 60.0)
+        positions, _ = _positions(config, flow, 60.0)
     except MirrorError as exc:
         errors.append(f"positions unreadable, unmatched records count as pending: {exc}")
         positions = {}

@@ -4,11 +4,16 @@
     with Replicator(config) as replicator:
         server = start_http_server(replicator, port=9464)
 
-Every metric of :meth:`Replicator.metrics` is exposed as a gauge named
-``mirrorlib_<name>`` (dashes become underscores: ``mirrorlib_record_count``,
-``mirrorlib_replication_lag_records`` …) with the metric's tags as labels (``source``,
-``target``, ``topic``, ``partition``), plus ``mirrorlib_flow_up`` (1 while a flow is running or
-degraded, 0 when failed or stopped) and ``mirrorlib_flow_errors`` per flow.
+The metrics follow Prometheus' conventions: counts are counters named ``…_total``, durations are
+in seconds, latency and record age are histograms, rates cover the last 30-60 s. Each is
+described by :data:`mirrorlib.core.status.METRICS` (name, type, HELP text, labels and the MM2
+metric it maps to; the table is in ``docs/replicator.md``), prefixed ``mirrorlib_``. Per flow
+there are also ``mirrorlib_flow_up`` (1 while a flow is starting, running, degraded or stalled;
+0 when failed or stopped) and ``mirrorlib_flow_errors``.
+
+Scrape cost: a collector builds the metric families from the flows' counters at scrape time, in
+one pass over the partitions; nothing is created per partition between scrapes, and histograms
+are per remote topic, not per partition.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from mirrorlib.core.status import FlowState, HistogramValue, MetricSpec
 from mirrorlib.errors import ConfigError
 
 if TYPE_CHECKING:
     from mirrorlib.runtime.replicator import Replicator
 
 __all__ = ["ReplicatorCollector", "start_http_server"]
+
+_UP = (FlowState.STARTING, FlowState.RUNNING, FlowState.DEGRADED, FlowState.STALLED)
 
 
 def _require() -> Any:
@@ -34,8 +42,25 @@ def _require() -> Any:
     return prometheus_client
 
 
+def _family(prefix: str, spec: MetricSpec) -> Any:
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+
+    name = f"{prefix}_{spec.name}"
+    help_text = spec.help + (f" MM2: {spec.mm2}." if spec.mm2 else "")
+    labels = list(spec.labels)
+    if spec.kind == "counter":
+        return CounterMetricFamily(name.removesuffix("_total"), help_text, labels=labels)
+    if spec.kind == "histogram":
+        return HistogramMetricFamily(name, help_text, labels=labels)
+    return GaugeMetricFamily(name, help_text, labels=labels)
+
+
 class ReplicatorCollector:
-    """A prometheus-client collector reading a replicator's metrics at scrape time."""
+    """A prometheus-client collector reading a replicator's counters at scrape time."""
 
     def __init__(self, replicator: Replicator, prefix: str = "mirrorlib") -> None:
         self.replicator = replicator
@@ -45,25 +70,34 @@ class ReplicatorCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         families: dict[str, Any] = {}
-        for metric in self.replicator.metrics():
-            name = f"{self.prefix}_{metric.name.replace('-', '_')}"
-            labels = [k for k, _ in metric.tags]
-            family = families.get(name)
-            if family is None:
-                family = families[name] = GaugeMetricFamily(
-                    name, f"MM2 metric {metric.name}", labels=labels
-                )
-            family.add_metric([v for _, v in metric.tags], float(metric.value))
         up = GaugeMetricFamily(
-            f"{self.prefix}_flow_up", "1 while the flow runs", labels=["source", "target"]
+            f"{self.prefix}_flow_up",
+            "1 while the flow is starting, running, degraded or stalled; 0 when it failed or "
+            "was stopped.",
+            labels=["source", "target"],
         )
         errors = GaugeMetricFamily(
-            f"{self.prefix}_flow_errors", "errors the flow reports now", labels=["source", "target"]
+            f"{self.prefix}_flow_errors",
+            "Errors the flow reports now (components, clusters, partitions); see the status.",
+            labels=["source", "target"],
         )
-        for status in self.replicator.status():
-            running = status.state.value in ("running", "degraded", "starting")
-            up.add_metric([status.source, status.target], 1.0 if running else 0.0)
-            errors.add_metric([status.source, status.target], float(len(status.errors)))
+        for status, flow_families in self.replicator.flow_metrics():
+            for fam in flow_families:
+                out = families.get(fam.spec.name)
+                if out is None:
+                    out = families[fam.spec.name] = _family(self.prefix, fam.spec)
+                for labels, value in fam.samples:
+                    if isinstance(value, HistogramValue):
+                        buckets = [
+                            ("+Inf" if le == float("inf") else repr(le), n)
+                            for le, n in value.buckets
+                        ]
+                        out.add_metric(list(labels), buckets, value.sum)
+                    else:
+                        out.add_metric(list(labels), value)
+            flow = [status.source, status.target]
+            up.add_metric(flow, 1.0 if status.state in _UP else 0.0)
+            errors.add_metric(flow, float(len(status.errors)))
         yield from families.values()
         yield up
         yield errors

@@ -1,0 +1,185 @@
+"""A flow's in-process status and metrics (mirrorlib.core.status), without a broker."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mirrorlib.core.status import (
+    LATENCY_BUCKETS_S,
+    METRICS,
+    RATE_WINDOW_S,
+    FlowState,
+    Histogram,
+    HistogramValue,
+    StatsRegistry,
+    stall_reason,
+)
+
+PID_LINE = (
+    "[thrd:main]: Failed to acquire idempotence PID from broker localhost:9092/1: "
+    "Coordinator load in progress: retrying"
+)
+
+
+def running(stall_after: float = 30.0) -> StatsRegistry:
+    stats = StatsRegistry("A", "B", internal=lambda t: t == "heartbeats", stall_after=stall_after)
+    stats.state = FlowState.RUNNING
+    return stats
+
+
+def test_lag_is_unknown_until_position_and_end_offset_are_known() -> None:
+    stats = running()
+    p = stats.partition("t", 0, "A.t")
+    status = stats.snapshot()
+    assert status.partitions[0].lag_records is None and status.partitions[0].lag_seconds is None
+    assert status.lag_records is None and status.unknown_lag_partitions == 1
+    p.end_offset = 10
+    assert stats.snapshot().lag_records is None
+    p.position = 4
+    status = stats.snapshot()
+    assert status.lag_records == 6 and status.unknown_lag_partitions == 0
+    assert status.state is FlowState.RUNNING
+
+
+def test_no_partition_means_unknown_lag_not_zero() -> None:
+    assert running().snapshot().lag_records is None
+
+
+def test_internal_topics_are_apart_and_not_in_the_lag() -> None:
+    stats = running()
+    data = stats.partition("t", 0, "A.t")
+    beats = stats.partition("heartbeats", 0, "A.heartbeats")
+    data.position, data.end_offset = 5, 7
+    beats.position, beats.end_offset = 10, 60
+    status = stats.snapshot()
+    assert [p.topic for p in status.internal_partitions] == ["heartbeats"]
+    assert [p.topic for p in status.data_partitions] == ["t"]
+    assert status.lag_records == 2
+
+
+def test_backlog_without_progress_is_a_stall_until_progress() -> None:
+    stats = running(stall_after=0.05)
+    p = stats.partition("t", 0, "A.t")
+    p.end_offset = 100  # records wait, nothing was replicated
+    assert stats.snapshot().stalled is None
+    time.sleep(0.1)
+    status = stats.snapshot()
+    assert status.state is FlowState.STALLED
+    assert status.partitions[0].stalled is not None
+    assert status.stalled is not None and "t-0: no progress for" in status.stalled
+    assert "unknown number of record(s) waiting" in status.stalled
+    p.position = 40
+    status = stats.snapshot()
+    assert status.state is FlowState.RUNNING and status.stalled is None
+
+
+def test_a_caught_up_partition_that_gets_records_is_not_stalled_at_once() -> None:
+    stats = running(stall_after=0.05)
+    p = stats.partition("t", 0, "A.t")
+    p.position, p.end_offset = 5, 5
+    time.sleep(0.1)
+    p.end_offset = 5  # seen caught up by the periodic end-offset refresh
+    p.end_offset = 9  # then records arrive
+    assert stats.snapshot().stalled is None
+    time.sleep(0.1)
+    assert "with 4 record(s) waiting" in (stats.snapshot().partitions[0].stalled or "")
+
+
+def test_idempotence_errors_stall_the_flow_until_progress() -> None:
+    stats = running()
+    p = stats.partition("t", 0, "A.t")
+    stats.client_problem("target", "cluster B: Broker transport failure")
+    assert stats.snapshot().stalled is None
+    stats.client_problem("target", PID_LINE)
+    status = stats.snapshot()
+    assert status.state is FlowState.STALLED
+    assert status.stalled == f"target: {PID_LINE}"
+    time.sleep(0.001)
+    p.position = 1
+    assert stats.snapshot().stalled is None and stats.snapshot().state is FlowState.RUNNING
+
+
+def test_stall_reason_recognises_producer_id_and_coordinator_problems() -> None:
+    assert stall_reason(PID_LINE) == PID_LINE
+    assert stall_reason("COORDINATOR_NOT_AVAILABLE") is not None
+    assert stall_reason("Fatal idempotent producer error: x") is not None
+    assert stall_reason("localhost:9092/1: Connect to ipv4#127.0.0.1:9092 failed") is None
+
+
+def test_failed_flow_stays_failed() -> None:
+    stats = running(stall_after=0.0)
+    stats.partition("t", 0, "A.t").end_offset = 3
+    stats.state = FlowState.FAILED
+    time.sleep(0.01)
+    assert stats.snapshot().state is FlowState.FAILED
+
+
+def test_histogram_buckets_are_cumulative_with_le_semantics() -> None:
+    h = Histogram()
+    for v in (0.005, 0.006, 2.0, 10_000.0):
+        h.observe(v)
+    value = h.value()
+    buckets = dict(value.buckets)
+    assert buckets[0.005] == 1  # a value equal to a bound counts in that bucket
+    assert buckets[0.01] == 2 and buckets[2.5] == 3 and buckets[3600.0] == 3
+    assert value.buckets[-1] == (float("inf"), 4) and value.count == 4
+    assert abs(value.sum - 10_002.011) < 1e-9
+    assert len(value.buckets) == len(LATENCY_BUCKETS_S) + 1
+
+
+def test_rates_cover_the_last_window_not_the_lifetime() -> None:
+    stats = running()
+    p = stats.partition("t", 0, "A.t")
+    t0 = p.started
+    p.record_count, p.byte_count = 100, 1000
+    assert p.rates(t0 + 10) == (10.0, 100.0)
+    assert p.rates(t0 + RATE_WINDOW_S + 1) == (100 / 31, 1000 / 31)  # marks this moment
+    p.record_count += 30
+    record_rate, _ = p.rates(t0 + 2 * RATE_WINDOW_S + 2)  # the window starts at the mark
+    assert record_rate == 30 / (RATE_WINDOW_S + 1)
+
+
+def test_families_follow_prometheus_conventions() -> None:
+    stats = running()
+    p = stats.partition("t", 0, "A.t")
+    p.position, p.end_offset, p.record_count, p.byte_count = 3, 3, 3, 30
+    p.latency.record(20.0)  # ms, as the copier records it
+    p.age.record(1500.0)
+    stats.checkpoint_latency.record(250.0)
+    families = {f.spec.name: f for f in stats.families()}
+    assert list(families) == [s.name for s in METRICS]
+    for spec in METRICS:
+        assert spec.name.endswith("_total") == (spec.kind == "counter"), spec.name
+        assert "_ms" not in spec.name and spec.help and spec.labels[:2] == ("source", "target")
+    assert families["records_total"].samples == ((("A", "B", "A.t", "0"), 3.0),)
+    assert families["replication_lag_records"].samples == ((("A", "B", "A.t", "0"), 0.0),)
+    ((labels, latency),) = families["replication_latency_seconds"].samples
+    assert labels == ("A", "B", "A.t")  # per topic, not per partition
+    assert isinstance(latency, HistogramValue) and latency.count == 1
+    assert dict(latency.buckets)[0.025] == 1 and dict(latency.buckets)[0.01] == 0
+    ((_, age),) = families["record_age_seconds"].samples
+    assert isinstance(age, HistogramValue) and dict(age.buckets)[2.5] == 1
+    ((_, checkpoint),) = families["checkpoint_latency_seconds"].samples
+    assert isinstance(checkpoint, HistogramValue) and checkpoint.sum == 0.25
+    assert families["flow_stalled"].samples == ((("A", "B"), 0.0),)
+
+
+def test_unknown_lag_is_absent_from_metrics_not_zero() -> None:
+    stats = running()
+    stats.partition("t", 0, "A.t")
+    families = {f.spec.name: f for f in stats.families()}
+    assert families["replication_lag_records"].samples == ()
+    assert families["records_total"].samples == ((("A", "B", "A.t", "0"), 0.0),)
+    names = {m.name for m in stats.metrics()}
+    assert "record-count" in names and "replication-lag-records" not in names
+
+
+def test_every_metric_is_documented_with_its_mm2_name() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "replicator.md").read_text(encoding="utf-8")
+    rows = [line for line in docs.splitlines() if line.startswith("| `mirrorlib_")]
+    for spec in METRICS:
+        row = next((r for r in rows if r.startswith(f"| `mirrorlib_{spec.name}`")), None)
+        assert row is not None, spec.name
+        assert f"| {spec.kind} |" in row, row
+        assert (f"`{spec.mm2}`" in row) if spec.mm2 else ("—" in row), row

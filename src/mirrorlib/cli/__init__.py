@@ -31,10 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
+import re
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mirrorlib.errors import ConfigError, MirrorError
@@ -48,6 +51,58 @@ EXIT_CONFIG = 3
 EXIT_DIFFERENCES = 4
 EXIT_REFUSED = 5
 
+#: seconds a cluster has to answer the read-only commands (and ``run``, before it is reported)
+DEFAULT_TIMEOUT = 10.0
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+# -- argument types: bad values are usage errors (exit 2), never tracebacks --------------------
+
+
+def _number(kind: Callable[[str], Any], *, low: float, high: float | None = None,
+            what: str) -> Callable[[str], Any]:  # fmt: skip
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if math.isnan(value) or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+_seconds = _number(float, low=0.001, high=86_400.0 * 365, what="a positive number of seconds")
+_port = _number(int, low=1, high=65535, what="a port number (1-65535)")
+_count = _number(int, low=1, what="a positive whole number")
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid regular expression: {exc}"
+        ) from None
+    return text
+
+
+def _flow(text: str) -> str:
+    source, arrow, target = text.partition("->")
+    if not arrow or not source.strip() or not target.strip() or "->" in target:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a flow: write SOURCE->TARGET, e.g. A->B")
+    return text
+
+
+def _level(text: str) -> str:
+    return text.upper()
+
+
+def _timeout(parser: argparse.ArgumentParser, default: float, help: str) -> None:
+    parser.add_argument("--timeout", type=_seconds, default=default, metavar="SECONDS",
+                        help=f"{help} (default {default:g})")  # fmt: skip
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -57,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
         "4 verify found differences, 5 failover refused",
     )
     parser.add_argument(
-        "--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR (run: INFO, else WARNING)"
-    )
+        "--log-level", type=_level, choices=_LOG_LEVELS, default=None, metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (run: INFO, else WARNING)",
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="show error details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -69,34 +125,42 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--metrics-port",
-        type=int,
+        type=_port,
         metavar="PORT",
         help="serve Prometheus metrics on this port (needs the prometheus extra)",
     )
     run.add_argument(
         "--metrics-address", default="127.0.0.1", metavar="ADDR", help="address for --metrics-port"
     )
+    _timeout(run, DEFAULT_TIMEOUT, "seconds a cluster has to answer before it is reported "
+             "unreachable; the flow keeps trying")  # fmt: skip
 
     status = sub.add_parser("status", help="state, lag, heartbeat and checkpoint age per flow")
     status.add_argument("config", help="MM2 properties file")
-    status.add_argument("--flow", metavar="A->B", help="only this flow")
+    status.add_argument("--flow", type=_flow, metavar="A->B", help="only this flow")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument(
-        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C"
+        "--watch", type=_seconds, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C"
     )
     status.add_argument("--details", action="store_true", help="show every partition")
+    _timeout(status, DEFAULT_TIMEOUT, "seconds a cluster has to answer each request")
 
     plan = sub.add_parser("plan", help="dry run: topics, configs and ACLs a flow would change")
     plan.add_argument("config", help="MM2 properties file")
-    plan.add_argument("--flow", metavar="A->B", help="only this flow")
+    plan.add_argument("--flow", type=_flow, metavar="A->B", help="only this flow")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument("--strict", action="store_true",
+                      help="exit 3 when the configuration has warnings")  # fmt: skip
+    _timeout(plan, DEFAULT_TIMEOUT, "seconds a cluster has to answer each request")
 
     verify = sub.add_parser("verify", help="compare source and remote records of a flow")
     verify.add_argument("config", help="MM2 properties file")
-    verify.add_argument("--flow", metavar="A->B", help="only this flow")
-    verify.add_argument("--topics", metavar="REGEX", help="only source topics matching REGEX")
+    verify.add_argument("--flow", type=_flow, metavar="A->B", help="only this flow")
+    verify.add_argument("--topics", type=_regex, metavar="REGEX",
+                        help="only source topics matching REGEX")  # fmt: skip
     verify.add_argument("--json", action="store_true", help="machine-readable output")
-    verify.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    _timeout(verify, 600.0, f"seconds for the whole audit; a cluster has min(SECONDS, "
+             f"{DEFAULT_TIMEOUT:g}) to answer each request")  # fmt: skip
 
     fo = sub.add_parser("failover", help="move a consumer group's offsets to another cluster")
     fo.add_argument("config", help="MM2 properties file")
@@ -113,20 +177,31 @@ def _parser() -> argparse.ArgumentParser:
     fo.add_argument("--allow-empty", action="store_true",
                     help="succeed although the group has no committed offsets to move")  # fmt: skip
     fo.add_argument("--json", action="store_true", help="machine-readable output")
-    fo.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    _timeout(fo, 30.0, "seconds a cluster has to answer each request")
 
     demo = sub.add_parser("demo", help="local clusters: replicate, fail a consumer group over")
-    demo.add_argument("--records", type=int, default=300, help="records to produce (300)")
+    demo.add_argument("--records", type=_count, default=300, help="records to produce (300)")
     return parser
 
 
-def _load(path: str) -> Any:
+def _load(path: str, *, show_warnings: bool = True) -> Any:
+    """The configuration at ``path``, its warnings printed once on stderr; a TLS file that does
+    not exist is a configuration error naming the cluster, the key and the file."""
     from mirrorlib.core.config import MirrorConfig
+    from mirrorlib.core.config.clients import ROLES
+    from mirrorlib.kafka.tls import check_tls_files
 
     config = MirrorConfig.from_file(path)
-    for warning in config.warnings:
-        if warning.kind != "downgraded":  # those are logged as warnings by the replicator
-            logging.getLogger("mirrorlib").info("%s", warning)
+    if show_warnings:
+        for warning in config.warnings:
+            print(f"mirrorlib: warning: {warning}", file=sys.stderr)
+    for alias in config.clusters:
+        for role in ROLES:
+            try:
+                client = config.client_config(alias, role)
+            except ConfigError:
+                continue  # no bootstrap.servers: reported if the cluster is used
+            check_tls_files(client, alias=alias)
     return config
 
 
@@ -145,19 +220,35 @@ def _end_progress() -> None:
 def _run(args: argparse.Namespace) -> int:
     from mirrorlib.runtime.replicator import Replicator
 
-    config = _load(args.config)
-    replicator = Replicator(config, clusters=args.clusters)
+    config = _load(args.config, show_warnings=False)  # the replicator logs them
+    replicator = Replicator(config, clusters=args.clusters, connect_timeout=args.timeout)
     server = None
     if args.metrics_port is not None:
         from mirrorlib.runtime.prometheus import start_http_server
 
-        server = start_http_server(replicator, args.metrics_port, args.metrics_address)
+        try:
+            server = start_http_server(replicator, args.metrics_port, args.metrics_address)
+        except OSError as exc:
+            raise MirrorError(
+                f"cannot serve metrics on {args.metrics_address}:{args.metrics_port} "
+                f"(--metrics-address, --metrics-port): {exc.strerror or exc}"
+            ) from exc
     try:
         replicator.run()  # a failed flow raises FlowFailedError: exit code 1
     finally:
         if server is not None:
             server.shutdown()
-    return EXIT_OK
+    return EXIT_FAILURE if _report_never_up(replicator) else EXIT_OK
+
+
+def _report_never_up(replicator: Any) -> bool:
+    """After a stop (SIGTERM): print the flows that never came up (their clusters never
+    answered) with their last error; whether there were any."""
+    errors = {s.name: s.errors for s in replicator.status()}
+    for name in replicator.never_up:
+        why = "; ".join(errors.get(name, ())) or "stopped before its clusters answered"
+        print(f"mirrorlib: flow {name} never came up: {why}", file=sys.stderr)
+    return bool(replicator.never_up)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -169,7 +260,7 @@ def _status(args: argparse.Namespace) -> int:
     while True:
         if not args.json:
             _progress(f"reading the state of {len(flows)} flow(s) ...")
-        report = [flow_status(config, f) for f in flows]
+        report = [flow_status(config, f, timeout=args.timeout) for f in flows]
         if args.json:
             print(status_json(report), flush=True)
         else:
@@ -195,9 +286,13 @@ def _plan(args: argparse.Namespace) -> int:
     from mirrorlib.runtime.operations import flow_plan, select_flows
 
     config = _load(args.config)
+    if args.strict and config.warnings:
+        raise ConfigError(
+            f"{len(config.warnings)} configuration warning(s) (--strict); fix them or drop --strict"
+        )
     out: list[dict[str, Any]] = []
     for flow in select_flows(config, args.flow):
-        plan = flow_plan(config, flow)
+        plan = flow_plan(config, flow, timeout=args.timeout)
         mapping = {
             s.source_topic: s.name
             for s in plan.steps
@@ -235,7 +330,7 @@ def _verify(args: argparse.Namespace) -> int:
     reports = []
     for flow in select_flows(config, args.flow):
         report = verify_flow(
-            config, flow, args.topics, timeout=args.timeout,
+            config, flow, args.topics, timeout=args.timeout, request_timeout=DEFAULT_TIMEOUT,
             progress=None if args.json else _progress,
         )  # fmt: skip
         if not args.json:
@@ -291,16 +386,28 @@ _COMMANDS = {
 }
 
 
+def _quiet_closed_stdout() -> None:
+    """After a broken pipe (``mirrorlib status --json | head``): send what is left of stdout
+    to /dev/null, so that Python does not complain at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
     logging.basicConfig(
-        level=getattr(logging, str(level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.command != "run" and args.log_level is None and not args.verbose:
+        # the one-line error says why a cluster failed; librdkafka's retries would repeat it
+        logging.getLogger("mirrorlib.librdkafka").setLevel(logging.ERROR)
     try:
         return _COMMANDS[args.command](args)
+    except BrokenPipeError:
+        _quiet_closed_stdout()
+        return EXIT_FAILURE
     except ConfigError as exc:
         print(f"mirrorlib: configuration error: {exc}", file=sys.stderr)
         if args.verbose:

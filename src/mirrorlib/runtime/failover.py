@@ -66,7 +66,13 @@ from mirrorlib.core.failover import (
 )
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.core.translate import OffsetTranslator
-from mirrorlib.errors import ClusterError, CodecError, ConfigError, FailoverRefusedError
+from mirrorlib.errors import (
+    ClusterError,
+    CodecError,
+    ConfigError,
+    FailoverRefusedError,
+    MirrorError,
+)
 
 __all__ = [
     "FailoverAction",
@@ -140,23 +146,32 @@ def failover(
     translation), unless ``allow_skip``; and when it has nothing to translate (no committed
     offsets on ``from_alias``), unless ``allow_empty``. A dry run raises it too, so that it tells
     whether the failover would go through. Raises :class:`~mirrorlib.errors.ClusterError` when
-    ``to_alias`` cannot be reached, :class:`~mirrorlib.errors.ConfigError` for unknown aliases.
+    ``to_alias`` does not answer within ``timeout`` seconds (naming its bootstrap address), :class:`~mirrorlib.errors.ConfigError` for unknown aliases.
 
     The old cluster may be unreachable (a real disaster): the checkpoints on ``to_alias`` are
     then used, and the plan says so.
     """
     from mirrorlib.kafka.groups import GroupState
+    from mirrorlib.kafka.probe import unreachable
 
     _check_aliases(config, from_alias, to_alias)
     flow = config.flow(from_alias, to_alias)
     notes: list[str] = []
+    # both clusters at once: the new one must answer, the old one may be gone (a disaster)
+    down = unreachable(
+        {alias: config.client_config(alias, "admin") for alias in (to_alias, from_alias)}, timeout
+    )
+    if to_alias in down:
+        raise down[to_alias]
     target_admin, target_state = _group_state(config, to_alias, group, timeout)
     target_offsets = (
         target_admin.committed_offsets(group)
         if target_state in (GroupState.EMPTY, GroupState.ACTIVE)
         else {}
     )
-    source_state, source_offsets = _source_group(config, flow, group, timeout, notes)
+    source_state, source_offsets = _source_group(
+        config, flow, group, timeout, notes, down.get(from_alias)
+    )
     checkpoints = _group_checkpoints(config, flow, group, timeout, notes)
     forward, backward = _offset_syncs(config, flow, source_offsets, timeout, notes)
     policy = flow.policy
@@ -196,12 +211,20 @@ def _check_aliases(config: MirrorConfig, from_alias: str, to_alias: str) -> None
 
 
 def _source_group(
-    config: MirrorConfig, flow: FlowConfig, group: str, timeout: float, notes: list[str]
+    config: MirrorConfig,
+    flow: FlowConfig,
+    group: str,
+    timeout: float,
+    notes: list[str],
+    known_error: MirrorError | None = None,
 ) -> tuple[Any, dict[TopicPartition, OffsetAndMetadata] | None]:
     """The group's state and committed offsets on the source of ``flow`` (the old cluster),
-    ``("unreachable", None)`` and a note when it cannot be reached."""
+    ``("unreachable", None)`` and a note when it cannot be reached (``known_error``: it is
+    already known not to answer, and why)."""
     from_alias, to_alias = flow.source, flow.target
     try:
+        if known_error is not None:
+            raise known_error
         source_admin, source_state = _group_state(config, from_alias, group, timeout)
         return source_state, source_admin.committed_offsets(group)
     except ClusterError as exc:

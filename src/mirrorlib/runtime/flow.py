@@ -26,11 +26,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
-from mirrorlib.errors import MirrorError
+from mirrorlib.errors import ConfigError, MirrorError
 from mirrorlib.kafka.copier import Copier
 from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.kafka.probe import unreachable
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
@@ -101,13 +103,22 @@ class FlowRunner(Generic[P]):
 
     Threads are named ``"<thread_prefix> <A->B> <component>"``. A thread that dies of an
     exception is logged and reported in the status as ``"<component>: thread died; see the
-    log"``; the flow's other threads go on.
+    log"``; the flow's other threads go on. ``connect_timeout``: seconds a cluster has to answer
+    before it is reported unreachable (in the log and :attr:`stats`; the flow keeps trying).
     """
 
     def __init__(
-        self, settings: FlowSettings, data_plane: P, *, thread_prefix: str = "mirrorlib"
+        self,
+        settings: FlowSettings,
+        data_plane: P,
+        *,
+        thread_prefix: str = "mirrorlib",
+        connect_timeout: float = 10.0,
     ) -> None:
         self.settings = settings
+        self.connect_timeout = connect_timeout
+        #: set once both clusters answered and the internal topics exist
+        self.came_up = threading.Event()
         self.data_plane = data_plane
         self.thread_prefix = thread_prefix
         self.stats = StatsRegistry(
@@ -157,8 +168,9 @@ class FlowRunner(Generic[P]):
 
     def _start_components(self, stop: threading.Event) -> bool:
         s = self.settings
-        if not self.metadata.prepare(stop):
+        if not self._await_clusters(stop) or not self.metadata.prepare(stop):
             return False
+        self.came_up.set()
         if s.enabled:
             self.data_plane.prepare(self)
         else:
@@ -174,6 +186,30 @@ class FlowRunner(Generic[P]):
         if self.stats.state is FlowState.STARTING:
             self.stats.state = FlowState.RUNNING
         return True
+
+    def _await_clusters(self, stop: threading.Event) -> bool:
+        """Wait until both clusters answer, reporting each failed attempt (naming the cluster
+        and its bootstrap address) in the log and the status; ``False`` when stopped first or
+        when the client configuration is invalid (the flow fails)."""
+        s = self.settings
+        backoff = Backoff(base=1.0, cap=30.0)
+        while not stop.is_set():
+            configs = {s.source: s.source_admin, s.target: s.target_admin}
+            down = unreachable(configs, self.connect_timeout)
+            if not down:
+                self.stats.set_error("connection", None)
+                return True
+            message = "; ".join(str(exc) for exc in down.values())
+            if any(isinstance(exc, ConfigError) for exc in down.values()):
+                log.error("flow %s: %s", s.name, message)
+                self.stats.set_error("connection", message)
+                self.stats.state = FlowState.FAILED
+                return False
+            delay = backoff.next_delay()
+            log.warning("flow %s: %s; retrying in %.0fs", s.name, message, delay)
+            self.stats.set_error("connection", f"{message} (retrying in {delay:.0f}s)")
+            backoff.wait(stop)
+        return False
 
     def request_stop(self) -> None:
         """Stop the data plane, then tell every thread of the flow to stop; :meth:`join` waits

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mirrorlib.core.audit import (
@@ -34,11 +34,12 @@ from mirrorlib.core.audit import (
 )
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.plans import Plan
-from mirrorlib.errors import ClusterError, MirrorError
+from mirrorlib.errors import ClusterError, ConfigError, MirrorError
 from mirrorlib.kafka import new_admin_client
 from mirrorlib.kafka.offsets import first_timestamps, list_offsets, read_digests, topic_partitions
+from mirrorlib.kafka.probe import check_reachable_all, unreachable
 
-__all__ = ["flow_plan", "flow_status", "select_flows", "verify_flow"]
+__all__ = ["check_clusters", "flow_plan", "flow_status", "select_flows", "verify_flow"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,17 @@ def select_flows(config: MirrorConfig, spec: str | None = None) -> list[FlowConf
         raise MirrorError(f"--flow must look like SOURCE->TARGET, not {spec!r}")
     source, target = (s.strip() for s in spec.split("->", 1))
     return [config.flow(source, target)]
+
+
+def _admin_configs(config: MirrorConfig, aliases: Iterable[str]) -> dict[str, dict[str, str]]:
+    return {alias: config.client_config(alias, "admin") for alias in dict.fromkeys(aliases)}
+
+
+def check_clusters(config: MirrorConfig, aliases: Iterable[str], timeout: float) -> None:
+    """Return when every cluster of ``aliases`` answers within ``timeout`` seconds (checked in
+    parallel); else raise :class:`~mirrorlib.errors.ClusterTimeoutError` naming each cluster
+    that did not, with its bootstrap address and the reason."""
+    check_reachable_all(_admin_configs(config, aliases), timeout)
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -95,10 +107,22 @@ def _newest_timestamp(config: MirrorConfig, alias: str, topic: str, timeout: flo
     return newest
 
 
+def _unreachable_health(flow: FlowConfig, errors: tuple[str, ...]) -> FlowHealth:
+    state = flow_state(
+        errors=errors, heartbeat_age_s=None, heartbeat_interval_s=flow.emit_heartbeats_interval,
+        any_position=False,
+    )  # fmt: skip
+    return FlowHealth(
+        source=flow.source, target=flow.target, state=state, partitions=(), heartbeat_age_s=None,
+        checkpoint_age_s=None, errors=errors,
+    )  # fmt: skip
+
+
 def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -> FlowHealth:
     """The state of ``flow`` read from its clusters (see :mod:`mirrorlib.core.audit` for the
     definitions of lag, heartbeat age and checkpoint age). Unreachable clusters and unreadable
-    topics are reported in ``errors``, never raised."""
+    topics are reported in ``errors``, never raised; a cluster that does not answer within
+    ``timeout`` seconds is reported once, naming its bootstrap address."""
     from mirrorlib.kafka.client import MirrorClient
 
     errors: list[str] = []
@@ -107,6 +131,9 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
     partitions: list[PartitionLag] = []
     positions: dict[tuple[str, int], int] = {}
     stored_at: dict[tuple[str, int], int] = {}
+    down = unreachable(_admin_configs(config, (flow.source, flow.target)), timeout)
+    if down:  # nothing more to learn: every read below needs both clusters
+        return _unreachable_health(flow, tuple(str(exc) for exc in down.values()))
     try:
         positions, stored_at = _positions(config, flow, timeout)
     except MirrorError as exc:
@@ -175,11 +202,15 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
 
 def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> Plan:
     """What ``flow`` would do on its target now: topics and partitions to create, configs to
-    change, ACLs to create, and the source topics it skips with the reason. Reads only."""
+    change, ACLs to create, and the source topics it skips with the reason. Reads only.
+
+    Raises :class:`~mirrorlib.errors.ClusterError` when a cluster does not answer within
+    ``timeout`` seconds (per request), naming it and its bootstrap address."""
     from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
     from mirrorlib.core.replication_factor import enforce_replication_factor
     from mirrorlib.kafka.admin import ClusterAdmin
 
+    check_clusters(config, (flow.source, flow.target), timeout)
     source = ClusterAdmin(config.client_config(flow.source, "admin"), alias=flow.source,
                           timeout=timeout)  # fmt: skip
     target = ClusterAdmin(config.client_config(flow.target, "admin"), alias=flow.target,
@@ -238,6 +269,7 @@ def verify_flow(
     topics: str | None = None,
     *,
     timeout: float = 300.0,
+    request_timeout: float = 30.0,
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Audit ``flow``: for every replicated source partition (of topics fully matching the regex
@@ -246,20 +278,30 @@ def verify_flow(
     The compared range is everything currently in the source partition and the remote partition;
     records at or past the flow's stored position count as *pending*, not missing (see
     :func:`mirrorlib.core.audit.compare_partition`). ``progress`` receives one line now and then.
+
+    ``timeout`` bounds the whole audit; every request to a cluster also gives up after
+    ``request_timeout`` seconds (or ``timeout``, when shorter). Raises
+    :class:`~mirrorlib.errors.ClusterError` when a cluster does not answer, naming it and its
+    bootstrap address, and :class:`~mirrorlib.errors.ConfigError` for an invalid ``topics``.
     """
-    pattern = re.compile(topics) if topics else None
+    try:
+        pattern = re.compile(topics) if topics else None
+    except re.error as exc:
+        raise ConfigError(f"invalid topics regex {topics!r}: {exc}", value=topics) from exc
     policy = flow.policy
     errors: list[str] = []
+    request = min(request_timeout, timeout)
+    check_clusters(config, (flow.source, flow.target), request)
     source_admin = new_admin_client(config.client_config(flow.source, "admin"))
     target_admin = new_admin_client(config.client_config(flow.target, "admin"))
-    counts = topic_partitions(source_admin, flow.source, 30.0)
-    remote_counts = topic_partitions(target_admin, flow.target, 30.0)
+    counts = topic_partitions(source_admin, flow.source, request)
+    remote_counts = topic_partitions(target_admin, flow.target, request)
     selected = [
         t for t in sorted(counts)
         if flow.should_replicate_topic(t) and (pattern is None or pattern.fullmatch(t))
     ]  # fmt: skip
     try:
-        positions, _ = _positions(config, flow, 60.0)
+        positions, _ = _positions(config, flow, 2 * request)
     except MirrorError as exc:
         errors.append(f"positions unreadable, unmatched records count as pending: {exc}")
         positions = {}
@@ -269,10 +311,10 @@ def verify_flow(
         for t, p in tps
         if p < remote_counts.get(policy.format_remote_topic(flow.source, t), 0)
     ]
-    lows = list_offsets(source_admin, flow.source, tps, False, 30.0)
-    highs = list_offsets(source_admin, flow.source, tps, True, 30.0)
-    rlows = list_offsets(target_admin, flow.target, remote_tps, False, 30.0)
-    rhighs = list_offsets(target_admin, flow.target, remote_tps, True, 30.0)
+    lows = list_offsets(source_admin, flow.source, tps, False, request)
+    highs = list_offsets(source_admin, flow.source, tps, True, request)
+    rlows = list_offsets(target_admin, flow.target, remote_tps, False, request)
+    rhighs = list_offsets(target_admin, flow.target, remote_tps, True, request)
     total = sum(highs[tp] - lows[tp] for tp in tps) + sum(
         rhighs[tp] - rlows[tp] for tp in remote_tps
     )

@@ -40,9 +40,24 @@ class Replicator:
     """Runs replication flows inside the calling process.
 
     ``clusters`` limits the flows to those whose target alias is listed (MM2's ``--clusters``).
+    ``connect_timeout``: seconds a cluster has to answer before it is reported unreachable (in
+    the log and :meth:`status`); the flow keeps trying. The configuration's
+    :attr:`~mirrorlib.MirrorConfig.warnings` are logged as warnings (those about a flow's
+    delivery guarantee when it starts).
     """
 
-    def __init__(self, config: MirrorConfig, clusters: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: MirrorConfig,
+        clusters: Sequence[str] | None = None,
+        *,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(config, MirrorConfig):
+            raise TypeError(
+                f"Replicator takes a MirrorConfig, not {type(config).__name__}: "
+                "Replicator(MirrorConfig.from_file(path)) for an mm2.properties file"
+            )
         if isinstance(clusters, str):
             clusters = [clusters]
         known = set(config.clusters)
@@ -61,19 +76,30 @@ class Replicator:
         for flow in config.pairs:
             if flow.target not in targets:
                 continue
-            self._runners.append(FlowRunner(FlowSettings.from_config(config, flow), CopierPlane()))
+            settings = FlowSettings.from_config(config, flow)
+            runner = FlowRunner(settings, CopierPlane(), connect_timeout=connect_timeout)
+            self._runners.append(runner)
         if not self._runners:
             raise ConfigError(
                 "no source->target replication flows: enable one with 'A->B.enabled = true'"
                 + (f" targeting {', '.join(sorted(targets))}" if clusters is not None else ""),
                 key="clusters",
             )
+        for warning in config.warnings:
+            if warning.kind != "downgraded":  # those are logged by start(), for its flows
+                log.warning("configuration: %s", warning)
         self._stop = threading.Event()
         self._started = False
 
     @property
     def flows(self) -> tuple[str, ...]:
         return tuple(r.settings.name for r in self._runners)
+
+    @property
+    def never_up(self) -> tuple[str, ...]:
+        """The flows that never came up: their clusters never answered (or their client
+        configuration is invalid), so their internal topics were never created."""
+        return tuple(r.settings.name for r in self._runners if not r.came_up.is_set())
 
     def start(self) -> None:
         """Start every flow in background threads; returns immediately."""

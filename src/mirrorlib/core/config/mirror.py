@@ -490,6 +490,38 @@ class FlowConfig:
         return f"FlowConfig({self.name}, enabled={self.enabled})"
 
 
+def _property_value(key: object, value: object) -> str:
+    """A mapping value as the string a properties file would hold."""
+    if not isinstance(key, str):
+        raise TypeError(f"property keys must be strings, not {type(key).__name__} ({key!r})")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    hint = ""
+    if isinstance(value, list | tuple | set | frozenset):
+        hint = f", e.g. {key!r}: {', '.join(map(str, value))!r}"
+    raise TypeError(
+        f"the value of {key!r} must be a string as in a properties file, not "
+        f"{type(value).__name__}{hint}"
+    )
+
+
+def _reject_path(text: str) -> None:
+    """Raise :class:`ConfigError` when ``text`` given as properties text is a file name."""
+    line = text.strip()
+    if not line or "\n" in line or "=" in line:
+        return
+    if line.endswith(".properties") or os.path.isfile(line):
+        raise ConfigError(
+            f"MirrorConfig.from_properties got {line!r}, which looks like a file name: it takes "
+            "the text of the file; read a file with MirrorConfig.from_file(path)",
+            value=line,
+        )
+
+
 @attrs.frozen(eq=False)
 class MirrorConfig:
     """A parsed, validated MM2 configuration. Build it with :meth:`from_properties` or
@@ -508,14 +540,33 @@ class MirrorConfig:
     @classmethod
     def from_properties(cls, source: str | Mapping[str, str]) -> MirrorConfig:
         """Read MM2 properties: the text of an ``mm2.properties`` file, or a mapping of keys to
-        values (used as given, without escape processing)."""
+        values (used as given, without escape processing).
+
+        Values are strings as in the file (numbers and booleans are accepted and written out);
+        a list value (``{"clusters": ["A", "B"]}``) raises :class:`TypeError`, as does a path:
+        read files with :meth:`from_file`. Text that is only a file name raises
+        :class:`ConfigError` saying so.
+        """
         if isinstance(source, str):
+            _reject_path(source)
             return cls.from_parsed(parse_properties(source))
-        return cls.from_parsed(ParsedProperties({str(k): str(v) for k, v in source.items()}))
+        if not isinstance(source, Mapping):
+            raise TypeError(
+                f"MirrorConfig.from_properties takes the text of a properties file or a mapping "
+                f"of keys to values, not {type(source).__name__}; read a file with "
+                "MirrorConfig.from_file(path)"
+            )
+        return cls.from_parsed(ParsedProperties({k: _property_value(k, v) for k, v in
+                                                 source.items()}))  # fmt: skip
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> MirrorConfig:
         """Read an ``mm2.properties`` file."""
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(
+                f"MirrorConfig.from_file takes a path, not {type(path).__name__}; for properties "
+                "text or a mapping use MirrorConfig.from_properties"
+            )
         return cls.from_parsed(read_properties_file(path))
 
     @classmethod

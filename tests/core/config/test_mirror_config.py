@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -680,3 +681,38 @@ def test_flow_config_properties_are_named_after_their_keys() -> None:
         else:
             assert value == raw, name
     assert (flow.refresh_groups_interval, flow.emit_checkpoints_interval) == (None, 7.0)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({"clusters": ["A", "B"]}, "the value of 'clusters' must be a string as in a properties "
+         "file, not list, e.g. 'clusters': 'A, B'"),
+        ({"clusters": "A, B", 3: "x"}, "property keys must be strings, not int"),
+        ({"clusters": "A, B", "tasks.max": None}, "the value of 'tasks.max' must be a string"),
+        (Path("mm2.properties"), "not PosixPath; read a file with MirrorConfig.from_file(path)"),
+        (b"clusters = A", "not bytes"),
+    ],
+)  # fmt: skip
+def test_from_properties_rejects_what_is_not_properties(source: Any, message: str) -> None:
+    with pytest.raises(TypeError) as exc:
+        MirrorConfig.from_properties(source)
+    assert message in str(exc.value)
+
+
+def test_from_properties_given_a_file_name_says_to_use_from_file(tmp_path: Path) -> None:
+    for name in ("mm2.properties", str(tmp_path / "config.txt")):
+        Path(tmp_path / "config.txt").write_text("clusters = A\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=r"looks like a file name.*from_file\(path\)"):
+            MirrorConfig.from_properties(name)
+    with pytest.raises(TypeError, match="takes a path, not dict"):
+        MirrorConfig.from_file({"clusters": "A"})  # type: ignore[arg-type]
+
+
+def test_from_properties_writes_numbers_and_booleans_as_properties() -> None:
+    config = MirrorConfig.from_properties(
+        {"clusters": "A, B", "A->B.enabled": True, "tasks.max": 3,
+         "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092"}
+    )  # fmt: skip
+    flow = config.flow("A", "B")
+    assert flow.enabled and flow.tasks_max == 3

@@ -76,22 +76,27 @@ def unreachable_runner(thread_prefix: str = "mirrorlib") -> FlowRunner[Recording
         }
     )
     settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
-    return FlowRunner(settings, RecordingPlane(), thread_prefix=thread_prefix)
+    return FlowRunner(settings, RecordingPlane(), thread_prefix=thread_prefix, connect_timeout=0.5)
 
 
 # -- without a broker ------------------------------------------------------------------------
 
 
-def test_background_start_retries_the_internal_topics_in_a_main_thread_until_stopped() -> None:
+def test_background_start_retries_the_clusters_in_a_main_thread_until_stopped() -> None:
     runner = unreachable_runner(thread_prefix="test-engine")
     runner.start()
     assert components(runner) == {"main"}
     wait_for(
-        "the internal topics error in the status",
-        lambda: any("creating internal topics" in e for e in runner.stats.snapshot().errors),
-        timeout=30,
+        "the unreachable clusters in the status, within the connect timeout",
+        lambda: any(
+            e.startswith("connection: cluster A (127.0.0.1:1) is unreachable: no answer within")
+            and "cluster B (127.0.0.1:1)" in e
+            for e in runner.stats.snapshot().errors
+        ),
+        timeout=5,
     )
     assert runner.stats.snapshot().state is FlowState.STARTING
+    assert not runner.came_up.is_set()
     stop_flows([runner], 30)
     assert components(runner) == set()
     assert runner.data_plane.calls == ["stop"]  # never prepared nor started

@@ -263,6 +263,22 @@ def flow_plan(config: MirrorConfig, flow: FlowConfig, timeout: float = 30.0) -> 
 # -- verify -----------------------------------------------------------------------------------
 
 
+def _topics_pattern(topics: str | None) -> re.Pattern[str] | None:
+    try:
+        return re.compile(topics) if topics else None
+    except re.error as exc:
+        raise ConfigError(f"invalid topics regex {topics!r}: {exc}", value=topics) from exc
+
+
+def _checked_admins(config: MirrorConfig, flow: FlowConfig, timeout: float) -> tuple[Any, Any]:
+    """Admin clients of the flow's source and target, once both answered within ``timeout``."""
+    check_clusters(config, (flow.source, flow.target), timeout)
+    return (
+        new_admin_client(config.client_config(flow.source, "admin")),
+        new_admin_client(config.client_config(flow.target, "admin")),
+    )
+
+
 def verify_flow(
     config: MirrorConfig,
     flow: FlowConfig,
@@ -284,16 +300,11 @@ def verify_flow(
     :class:`~mirrorlib.errors.ClusterError` when a cluster does not answer, naming it and its
     bootstrap address, and :class:`~mirrorlib.errors.ConfigError` for an invalid ``topics``.
     """
-    try:
-        pattern = re.compile(topics) if topics else None
-    except re.error as exc:
-        raise ConfigError(f"invalid topics regex {topics!r}: {exc}", value=topics) from exc
+    pattern = _topics_pattern(topics)
     policy = flow.policy
     errors: list[str] = []
     request = min(request_timeout, timeout)
-    check_clusters(config, (flow.source, flow.target), request)
-    source_admin = new_admin_client(config.client_config(flow.source, "admin"))
-    target_admin = new_admin_client(config.client_config(flow.target, "admin"))
+    source_admin, target_admin = _checked_admins(config, flow, request)
     counts = topic_partitions(source_admin, flow.source, request)
     remote_counts = topic_partitions(target_admin, flow.target, request)
     selected = [

@@ -543,7 +543,7 @@ class MirrorConfig:
         values (used as given, without escape processing).
 
         Values are strings as in the file (numbers and booleans are accepted and written out);
-        a list value (``{"clusters": ["A", "B"]}``) raises :class:`TypeError`, as does a path:
+        a list value (``{"clusters": ["A", "B"]}``) raises ``TypeError``, as does a path:
         read files with :meth:`from_file`. Text that is only a file name raises
         :class:`ConfigError` saying so.
         """

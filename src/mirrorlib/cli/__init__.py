@@ -130,18 +130,6 @@ def _load(path: str) -> Any:
     return config
 
 
-def _progress(line: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _end_progress() -> None:
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
-
-
 def _run(args: argparse.Namespace) -> int:
     from mirrorlib.runtime.replicator import Replicator
 
@@ -161,26 +149,27 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from mirrorlib.core.audit import status_json
+    from mirrorlib.cli.output import Output, status_header
+    from mirrorlib.core.audit import FlowHealth, status_json
+    from mirrorlib.core.report import Block
     from mirrorlib.runtime.operations import flow_status, select_flows
 
     config = _load(args.config)
     flows = select_flows(config, args.flow)
+    if not args.json:
+        report: list[FlowHealth] = []
+
+        def frame() -> list[list[Block]]:
+            report[:] = [flow_status(config, f) for f in flows]
+            limit = None if args.details else 20
+            return [[status_header(len(report))], *(h.blocks(limit) for h in report)]
+
+        Output().watch(frame, args.watch, activity=f"reading the state of {len(flows)} flow(s) ...")
+        bad = any(h.state in ("unreachable", "stalled") for h in report)
+        return EXIT_FAILURE if bad and not args.watch else EXIT_OK
     while True:
-        if not args.json:
-            _progress(f"reading the state of {len(flows)} flow(s) ...")
         report = [flow_status(config, f) for f in flows]
-        if args.json:
-            print(status_json(report), flush=True)
-        else:
-            if sys.stdout.isatty() and args.watch:
-                print("\033[2J\033[H", end="")
-            elif sys.stderr.isatty():
-                print("\r\033[K", end="", file=sys.stderr)
-            print(time.strftime("%Y-%m-%d %H:%M:%S"), f"— {len(report)} flow(s)")
-            for health in report:
-                text = health.describe(limit=None if args.details else 20)
-                print(text, flush=True)
+        print(status_json(report), flush=True)
         if not args.watch:
             bad = any(h.state in ("unreachable", "stalled") for h in report)
             return EXIT_FAILURE if bad else EXIT_OK
@@ -191,11 +180,13 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.core.plans import CreatePartitions, CreateTopic, SkippedTopic
     from mirrorlib.runtime.operations import flow_plan, select_flows
 
     config = _load(args.config)
     out: list[dict[str, Any]] = []
+    output = Output()
     for flow in select_flows(config, args.flow):
         plan = flow_plan(config, flow)
         mapping = {
@@ -221,26 +212,29 @@ def _plan(args: argparse.Namespace) -> int:
                 }
             )
             continue
-        print(f"== {flow.name} (policy {type(flow.policy).__name__})")
-        print(plan.describe())
+        head = f"== {flow.name} (policy {type(flow.policy).__name__})"
+        output.report([head, *plan.describe().splitlines()])
     if args.json:
         print(json.dumps(out, indent=2))
     return EXIT_OK
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.runtime.operations import select_flows, verify_flow
 
     config = _load(args.config)
+    output = Output()
     reports = []
     for flow in select_flows(config, args.flow):
-        report = verify_flow(
-            config, flow, args.topics, timeout=args.timeout,
-            progress=None if args.json else _progress,
-        )  # fmt: skip
-        if not args.json:
-            _end_progress()
-            print(report.describe(), flush=True)
+        if args.json:
+            report = verify_flow(config, flow, args.topics, timeout=args.timeout)
+        else:
+            with output.progress() as progress:
+                report = verify_flow(
+                    config, flow, args.topics, timeout=args.timeout, progress=progress
+                )
+            output.report(report.blocks())
         reports.append(report)
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
@@ -250,6 +244,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _failover(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.runtime.failover import FailoverRefusedError, failover
 
     config = _load(args.config)
@@ -262,15 +257,13 @@ def _failover(args: argparse.Namespace) -> int:
         if args.json:
             print(exc.plan.to_json())
         else:
-            print(exc.plan.describe())
+            Output().report(exc.plan.blocks())
         print(f"mirrorlib: failover refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if args.json:
         print(plan.to_json())
     else:
-        print(plan.describe())
-        if args.dry_run:
-            print("dry run: nothing committed")
+        Output().report(plan.blocks(), ["dry run: nothing committed"] if args.dry_run else [])
     return EXIT_OK
 
 

@@ -18,6 +18,10 @@ Commands (``mirrorlib COMMAND --help`` for the options):
     Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
 ``demo``
     Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
+``local up|status|down [--dir DIR]``
+    Local clusters that keep running in the background, with a ready ``DIR/mm2.properties`` (and
+    sample data) to try ``run``, ``status``, ``verify`` and ``failover`` on
+    (see :mod:`mirrorlib.cli.local`).
 
 Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed); 2 bad command
 line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
@@ -117,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="local clusters: replicate, fail a consumer group over")
     demo.add_argument("--records", type=int, default=300, help="records to produce (300)")
+
+    from mirrorlib.cli.local import add_parser as add_local_parser
+
+    add_local_parser(sub)
     return parser
 
 
@@ -274,6 +282,12 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _local(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.local import run
+
+    return run(args)
+
+
 _COMMANDS = {
     "run": _run,
     "status": _status,
@@ -281,6 +295,7 @@ _COMMANDS = {
     "verify": _verify,
     "failover": _failover,
     "demo": _demo,
+    "local": _local,
 }
 
 

@@ -103,7 +103,7 @@ def _next_steps(directory: Path, *, sample: bool, aliases: list[str] | None = No
     group = SAMPLE_GROUP if sample else "GROUP"
     dir_opt = "" if str(directory) == DEFAULT_DIR else f" --dir {shlex.quote(str(directory))}"
     steps = [
-        (f"mirrorlib run {config}", "replicate until Ctrl-C; then, in another terminal:"),
+        (f"mirrorlib run {config}", "replicate until Ctrl-C (leave it running, go on in another terminal)"),
         (f"mirrorlib status {config}", "lag, heartbeats, checkpoints"),
         (f"mirrorlib verify {config}", "every record copied?"),
         (
@@ -112,8 +112,7 @@ def _next_steps(directory: Path, *, sample: bool, aliases: list[str] | None = No
         ),
         (f"mirrorlib local down{dir_opt}", "stop the clusters, delete their data"),
     ]
-    width = max(len(command) for command, _ in steps)
-    return ["next:", *(f"  {command:<{width}}  # {what}" for command, what in steps)]
+    return ["next:", *(line for command, what in steps for line in (f"  # {what}", f"  {command}"))]
 
 
 def _write_config(directory: Path, state: Any) -> Path:

@@ -18,6 +18,10 @@ Commands (``mirrorlib COMMAND --help`` for the options):
     Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
 ``demo``
     Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
+``local up|status|down [--dir DIR]``
+    Local clusters that keep running in the background, with a ready ``DIR/mm2.properties`` (and
+    sample data) to try ``run``, ``status``, ``verify`` and ``failover`` on
+    (see :mod:`mirrorlib.cli.local`).
 
 Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed); 2 bad command
 line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
@@ -181,6 +185,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="local clusters: replicate, fail a consumer group over")
     demo.add_argument("--records", type=_count, default=300, help="records to produce (300)")
+
+    from mirrorlib.cli.local import add_parser as add_local_parser
+
+    add_local_parser(sub)
     return parser
 
 
@@ -203,18 +211,6 @@ def _load(path: str, *, show_warnings: bool = True) -> Any:
                 continue  # no bootstrap.servers: reported if the cluster is used
             check_tls_files(client, alias=alias)
     return config
-
-
-def _progress(line: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _end_progress() -> None:
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -252,26 +248,27 @@ def _report_never_up(replicator: Any) -> bool:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from mirrorlib.core.audit import status_json
+    from mirrorlib.cli.output import Output, status_header
+    from mirrorlib.core.audit import FlowHealth, status_json
+    from mirrorlib.core.report import Block
     from mirrorlib.runtime.operations import flow_status, select_flows
 
     config = _load(args.config)
     flows = select_flows(config, args.flow)
+    if not args.json:
+        report: list[FlowHealth] = []
+
+        def frame() -> list[list[Block]]:
+            report[:] = [flow_status(config, f, timeout=args.timeout) for f in flows]
+            limit = None if args.details else 20
+            return [[status_header(len(report))], *(h.blocks(limit) for h in report)]
+
+        Output().watch(frame, args.watch, activity=f"reading the state of {len(flows)} flow(s) ...")
+        bad = any(h.state in ("unreachable", "stalled") for h in report)
+        return EXIT_FAILURE if bad and not args.watch else EXIT_OK
     while True:
-        if not args.json:
-            _progress(f"reading the state of {len(flows)} flow(s) ...")
         report = [flow_status(config, f, timeout=args.timeout) for f in flows]
-        if args.json:
-            print(status_json(report), flush=True)
-        else:
-            if sys.stdout.isatty() and args.watch:
-                print("\033[2J\033[H", end="")
-            elif sys.stderr.isatty():
-                print("\r\033[K", end="", file=sys.stderr)
-            print(time.strftime("%Y-%m-%d %H:%M:%S"), f"— {len(report)} flow(s)")
-            for health in report:
-                text = health.describe(limit=None if args.details else 20)
-                print(text, flush=True)
+        print(status_json(report), flush=True)
         if not args.watch:
             bad = any(h.state in ("unreachable", "stalled") for h in report)
             return EXIT_FAILURE if bad else EXIT_OK
@@ -282,6 +279,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.core.plans import CreatePartitions, CreateTopic, SkippedTopic
     from mirrorlib.runtime.operations import flow_plan, select_flows
 
@@ -291,6 +289,7 @@ def _plan(args: argparse.Namespace) -> int:
             f"{len(config.warnings)} configuration warning(s) (--strict); fix them or drop --strict"
         )
     out: list[dict[str, Any]] = []
+    output = Output()
     for flow in select_flows(config, args.flow):
         plan = flow_plan(config, flow, timeout=args.timeout)
         mapping = {
@@ -316,26 +315,32 @@ def _plan(args: argparse.Namespace) -> int:
                 }
             )
             continue
-        print(f"== {flow.name} (policy {type(flow.policy).__name__})")
-        print(plan.describe())
+        head = f"== {flow.name} (policy {type(flow.policy).__name__})"
+        output.report([head, *plan.describe().splitlines()])
     if args.json:
         print(json.dumps(out, indent=2))
     return EXIT_OK
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.runtime.operations import select_flows, verify_flow
 
     config = _load(args.config)
+    output = Output()
     reports = []
     for flow in select_flows(config, args.flow):
-        report = verify_flow(
-            config, flow, args.topics, timeout=args.timeout, request_timeout=DEFAULT_TIMEOUT,
-            progress=None if args.json else _progress,
-        )  # fmt: skip
-        if not args.json:
-            _end_progress()
-            print(report.describe(), flush=True)
+        if args.json:
+            report = verify_flow(
+                config, flow, args.topics, timeout=args.timeout, request_timeout=DEFAULT_TIMEOUT
+            )
+        else:
+            with output.progress() as progress:
+                report = verify_flow(
+                    config, flow, args.topics, timeout=args.timeout,
+                    request_timeout=DEFAULT_TIMEOUT, progress=progress,
+                )  # fmt: skip
+            output.report(report.blocks())
         reports.append(report)
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
@@ -345,6 +350,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _failover(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.output import Output
     from mirrorlib.runtime.failover import FailoverRefusedError, failover
 
     config = _load(args.config)
@@ -357,15 +363,13 @@ def _failover(args: argparse.Namespace) -> int:
         if args.json:
             print(exc.plan.to_json())
         else:
-            print(exc.plan.describe())
+            Output().report(exc.plan.blocks())
         print(f"mirrorlib: failover refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if args.json:
         print(plan.to_json())
     else:
-        print(plan.describe())
-        if args.dry_run:
-            print("dry run: nothing committed")
+        Output().report(plan.blocks(), ["dry run: nothing committed"] if args.dry_run else [])
     return EXIT_OK
 
 
@@ -376,6 +380,12 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _local(args: argparse.Namespace) -> int:
+    from mirrorlib.cli.local import run
+
+    return run(args)
+
+
 _COMMANDS = {
     "run": _run,
     "status": _status,
@@ -383,6 +393,7 @@ _COMMANDS = {
     "verify": _verify,
     "failover": _failover,
     "demo": _demo,
+    "local": _local,
 }
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mirrorlib.core.config import MirrorConfig
     from mirrorlib.core.failover import FailoverPlan
 
-__all__ = ["run_demo"]
+__all__ = ["consume_and_commit", "run_demo"]
 
 
 def _say(text: str = "") -> None:
@@ -36,7 +36,7 @@ def _wait(what: str, probe: Callable[[], bool], timeout: float = 60.0) -> None:
         time.sleep(0.3)
 
 
-def _consume(
+def consume_and_commit(
     bootstrap_conf: dict[str, Any],
     group: str,
     topic: str,
@@ -178,7 +178,7 @@ def _replicate_and_consume(
         _wait("replication", copied)
         _say(f"   {topic!r} on A is now 'A.{topic}' on B: {records} records copied")
 
-        seen = _consume(a.client_config(), group, topic, records // 2)
+        seen = consume_and_commit(a.client_config(), group, topic, records // 2)
         last = {m.partition(): m.offset() for m in seen}
         _say(f"4. consumer group {group!r} processed {len(seen)} orders on A and committed; "
              "then A 'fails'")  # fmt: skip
@@ -212,7 +212,7 @@ def _resume_on_b(b: Any, topic: str, group: str, records: int, seen: list[Any]) 
     """Step 6: ``group`` consumes the copy on ``b``; shows where each partition resumed compared
     with what it processed on A (``seen``). Returns the records it read."""
     _say(f"6. {group!r} resumes on B (topic A.{topic}) from the committed offsets:")
-    resumed = _consume(b.client_config(), group, f"A.{topic}", records, idle=2.0)
+    resumed = consume_and_commit(b.client_config(), group, f"A.{topic}", records, idle=2.0)
     first: dict[int, Any] = {}
     for m in resumed:
         first.setdefault(m.partition(), m)

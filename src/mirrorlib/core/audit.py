@@ -47,12 +47,14 @@ from typing import Any
 
 import attrs
 
+from mirrorlib.core.report import Block, Table, format_table, human_duration, render_plain
 from mirrorlib.core.status import STALL_AFTER_S, data_lag
 
 __all__ = [
     "FlowHealth",
     "PartitionAudit",
     "PartitionLag",
+    "VerifyProgress",
     "VerifyReport",
     "compare_partition",
     "flow_state",
@@ -207,53 +209,66 @@ class VerifyReport:
         }
 
     def describe(self) -> str:
-        rows: list[tuple[str, ...]] = [
-            ("partition", "remote", "source", "copied", "missing", "dup", "extra", "pending")
-        ]
-        for p in self.partitions:
-            rows.append(
-                (
-                    f"{p.topic}-{p.partition}", p.remote_topic, str(p.source_records),
-                    str(p.remote_records), str(p.missing), str(p.duplicated), str(p.extra),
-                    str(p.pending),
-                )
-            )  # fmt: skip
+        """The plain-text report (what ``mirrorlib verify`` prints): :meth:`blocks` rendered."""
+        return render_plain(self.blocks())
+
+    def blocks(self) -> list[Block]:
+        """Verdict, a table of partitions, totals, then the differing offsets and errors."""
+        rows = tuple(
+            (
+                f"{p.topic}-{p.partition}", p.remote_topic, str(p.source_records),
+                str(p.remote_records), str(p.missing), str(p.duplicated), str(p.extra),
+                str(p.pending),
+            )
+            for p in self.partitions
+        )  # fmt: skip
         t = self.totals()
         verdict = "OK" if self.ok else "PROBLEMS FOUND"
-        lines = [f"flow {self.flow}: {verdict}"]
+        out: list[Block] = [f"flow {self.flow}: {verdict}"]
         if self.partitions:
-            lines.extend(format_table(rows))
+            header = ("partition", "remote", "source", "copied", "missing", "dup", "extra",
+                      "pending")  # fmt: skip
+            out.append(Table(header, rows))
         else:
-            lines.append("  no replicated partitions matched")
-        lines.append(
+            out.append("  no replicated partitions matched")
+        out.append(
             f"  {t['source_records']} source record(s) checked: {t['missing']} missing, "
             f"{t['duplicated']} duplicated, {t['extra']} extra, {t['pending']} not replicated "
             f"yet, {t['truncated']} older than the source's log start"
         )
         for p in self.partitions:
             if p.missing_offsets:
-                lines.append(
+                out.append(
                     f"  {p.topic}-{p.partition}: missing source offsets "
                     + ", ".join(map(str, p.missing_offsets))
                     + (" ..." if p.missing > len(p.missing_offsets) else "")
                 )
             if p.extra_offsets:
-                lines.append(
+                out.append(
                     f"  {p.remote_topic}-{p.partition}: extra remote offsets "
                     + ", ".join(map(str, p.extra_offsets))
                     + (" ..." if p.extra > len(p.extra_offsets) else "")
                 )
-        lines.extend(f"  error: {e}" for e in self.errors)
-        return "\n".join(lines)
+        out.extend(f"  error: {e}" for e in self.errors)
+        return out
 
 
-def format_table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns; the first row is the header."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+@attrs.frozen
+class VerifyProgress:
+    """How far ``mirrorlib verify`` has read a flow: ``done`` of ``total`` offsets (source and
+    remote partitions together); ``finished`` on the last report."""
+
+    flow: str
+    done: int
+    total: int
+    finished: bool = False
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.total if self.total else 100.0
+
+    def __str__(self) -> str:
+        return f"verify {self.flow}: {self.done}/{self.total} records read ({self.percent:.0f}%)"
 
 
 # -- status -------------------------------------------------------------------------------------
@@ -338,11 +353,11 @@ def flow_state(
 
 
 def _secs(v: float | None) -> str:
-    return "unknown" if v is None else f"{v:.1f}s"
+    return "unknown" if v is None else human_duration(v)
 
 
 def _ago(what: str, age_s: float | None) -> str:
-    return f"no {what}" if age_s is None else f"{what} {age_s:.1f}s ago"
+    return f"no {what}" if age_s is None else f"{what} {human_duration(age_s)} ago"
 
 
 @attrs.frozen
@@ -428,7 +443,7 @@ class FlowHealth:
         stored = (
             "no position stored"
             if self.position_age_s is None
-            else f"positions stored {self.position_age_s:.1f}s ago{every}"
+            else f"positions stored {human_duration(self.position_age_s)} ago{every}"
         )
         return (
             f"{self.name}: {state}  {lag}  {stored}  "
@@ -437,27 +452,28 @@ class FlowHealth:
         )
 
     def describe(self, limit: int | None = None) -> str:
+        """The plain-text report (what ``mirrorlib status`` prints): :meth:`blocks` rendered."""
+        return render_plain(self.blocks(limit))
+
+    def blocks(self, limit: int | None = None) -> list[Block]:
         """:meth:`summary`, then a table of data partitions (the ``limit`` with most lag, unknown
         lag first, when given), internal topics apart, then errors."""
 
-        def table(parts: Sequence[PartitionLag]) -> list[str]:
-            rows: list[tuple[str, ...]] = [
-                ("partition", "remote", "end", "position", "lag", "lag s", "stored")
-            ]
-            for p in parts:
-                rows.append(
-                    (
-                        f"{p.topic}-{p.partition}", p.remote_topic,
-                        "-" if p.end_offset is None else str(p.end_offset),
-                        "-" if p.position is None else str(p.position),
-                        "?" if p.lag_records is None else str(p.lag_records),
-                        "?" if p.lag_seconds is None else f"{p.lag_seconds:.1f}",
-                        "-" if p.position_age_s is None else f"{p.position_age_s:.0f}s ago",
-                    )
-                )  # fmt: skip
-            return format_table(rows)
+        def table(parts: Sequence[PartitionLag]) -> Table:
+            rows = tuple(
+                (
+                    f"{p.topic}-{p.partition}", p.remote_topic,
+                    "-" if p.end_offset is None else str(p.end_offset),
+                    "-" if p.position is None else str(p.position),
+                    "?" if p.lag_records is None else str(p.lag_records),
+                    "?" if p.lag_seconds is None else f"{p.lag_seconds:.1f}",
+                    "-" if p.position_age_s is None else f"{human_duration(p.position_age_s)} ago",
+                )
+                for p in parts
+            )  # fmt: skip
+            return Table(("partition", "remote", "end", "position", "lag", "lag s", "stored"), rows)
 
-        lines = [self.summary()]
+        out: list[Block] = [self.summary()]
         data = list(self.data_partitions)
         hidden = 0
         if limit is not None and len(data) > limit:
@@ -468,15 +484,15 @@ class FlowHealth:
             hidden = len(data) - limit
             data = [p for p in data if id(p) in keep]
         if data:
-            lines.extend(table(data))
+            out.append(table(data))
         if hidden:
-            lines.append(f"  ... {hidden} more partition(s)")
+            out.append(f"  ... {hidden} more partition(s)")
         internal = self.internal_partitions
         if internal:
-            lines.append("  internal topics (heartbeats; lag of up to a flush interval is normal):")
-            lines.extend(table(internal))
-        lines.extend(f"  error: {e}" for e in self.errors)
-        return "\n".join(lines)
+            out.append("  internal topics (heartbeats; lag of up to a flush interval is normal):")
+            out.append(table(internal))
+        out.extend(f"  error: {e}" for e in self.errors)
+        return out
 
 
 def status_json(flows: Iterable[FlowHealth]) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from mirrorlib.core.audit import format_table
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
+from mirrorlib.core.report import Block, Table, render_plain
 from mirrorlib.core.translate import OffsetTranslator
 
 __all__ = [
@@ -167,7 +167,11 @@ class FailoverPlan:
         return json.dumps(self.to_dict(), indent=2)
 
     def describe(self) -> str:
-        """A readable table (what ``mirrorlib failover`` prints)."""
+        """A readable table (what ``mirrorlib failover`` prints): :meth:`blocks` rendered."""
+        return render_plain(self.blocks())
+
+    def blocks(self) -> list[Block]:
+        """Headline, a table of partitions, totals, notes and the verdict."""
 
         def cell(value: int | str | None) -> str:
             return "-" if value is None else str(value)
@@ -177,9 +181,7 @@ class FailoverPlan:
             f"(group is {self.source_state} on {self.from_alias}, "
             f"{self.target_state} on {self.to_alias})"
         )
-        rows = [
-            ("partition", "source", "current", "translated", "re-read", "skipped", "action", "via")
-        ]
+        rows = []
         for p in self.partitions:
             src = "-" if p.source_topic is None else f"{p.source_topic}-{p.partition}"
             if p.source_offset is not None:
@@ -197,20 +199,22 @@ class FailoverPlan:
                     p.method,
                 )
             )
-        lines = [head, *format_table(rows)] if self.partitions else [head, "  no partitions"]
+        header = ("partition", "source", "current", "translated", "re-read", "skipped", "action",
+                  "via")  # fmt: skip
+        out: list[Block] = [head, Table(header, tuple(rows)) if rows else "  no partitions"]
         total = self.re_read_total
         moving = len(self.offsets)
-        lines.append(
+        out.append(
             f"{moving} partition(s) to commit; records re-read: "
             + (str(total) if total is not None else "unknown for some partitions")
             + f"; records skipped: {_skipped_text(self.skipping, self.skipped_total)}"
         )
-        lines.extend(f"note: {n}" for n in self.notes)
+        out.extend(f"note: {n}" for n in self.notes)
         if self.refused:
-            lines.append(f"REFUSED: {self.refused}")
+            out.append(f"REFUSED: {self.refused}")
         elif self.applied:
-            lines.append(f"committed on {self.to_alias}")
-        return "\n".join(lines)
+            out.append(f"committed on {self.to_alias}")
+        return out
 
     def __str__(self) -> str:
         return self.describe()

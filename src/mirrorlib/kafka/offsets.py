@@ -97,41 +97,39 @@ def read_digests(
     timeout: float,
     progress: Callable[[int], None] | None = None,
 ) -> list[tuple[int, bytes]]:
-    """``(offset, digest)`` of the records of one partition in ``[start, end)``."""
+    """``(offset, digest)`` of the records of one partition in ``[start, end)``.
+
+    ``progress`` receives, after each batch, how many offsets the read advanced (transaction
+    markers and compacted gaps included), so the counts add up to ``end - start`` once the
+    range is read."""
     out: list[tuple[int, bytes]] = []
     if end <= start:
         return out
     conf = dict(consumer_config)
     conf["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
     consumer = _consumer(conf)
+    reached = start  # every offset below this one is read (or is a marker or a gap)
     try:
         consumer.assign([KafkaTopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
-        while True:
+        while reached < end:
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"reading {topic}-{partition} [{start}, {end}) timed out after {timeout:.0f}s"
                 )
             msgs = consumer.consume(2000, timeout=0.5)
+            before = reached
             for msg in msgs:
-                if msg.error() is not None:
-                    continue
-                offset = msg.offset()
-                if offset >= end:
-                    return out
-                out.append(
-                    (
-                        offset,
-                        record_digest(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]),
-                    )
-                )
-                if offset + 1 >= end:
-                    return out
-            if progress is not None and msgs:
-                progress(len(msgs))
-            if not msgs:
-                pos = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
-                if pos >= end:  # transaction markers or compacted tail
-                    return out
+                if msg.error() is None and msg.offset() < end:
+                    out.append((msg.offset(), record_digest(
+                        msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])))  # fmt: skip
+                if msg.error() is None:
+                    reached = min(max(reached, msg.offset() + 1), end)
+            if not msgs:  # transaction markers or a compacted tail: the position moves on
+                position = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
+                reached = min(max(reached, position), end)
+            if progress is not None and reached > before:
+                progress(reached - before)
+        return out
     finally:
         consumer.close()

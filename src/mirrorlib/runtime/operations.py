@@ -25,6 +25,7 @@ from mirrorlib.core.audit import (
     FlowHealth,
     PartitionAudit,
     PartitionLag,
+    VerifyProgress,
     VerifyReport,
     compare_partition,
     flow_state,
@@ -43,7 +44,7 @@ __all__ = ["check_clusters", "flow_plan", "flow_status", "select_flows", "verify
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str], None]
+Progress = Callable[[VerifyProgress], None]
 
 
 def select_flows(config: MirrorConfig, spec: str | None = None) -> list[FlowConfig]:
@@ -293,7 +294,9 @@ def verify_flow(
 
     The compared range is everything currently in the source partition and the remote partition;
     records at or past the flow's stored position count as *pending*, not missing (see
-    :func:`mirrorlib.core.audit.compare_partition`). ``progress`` receives one line now and then.
+    :func:`mirrorlib.core.audit.compare_partition`). ``progress`` receives a
+    :class:`~mirrorlib.core.audit.VerifyProgress` after every batch read (offsets read of all
+    offsets to read), and a last one with ``finished`` set.
 
     ``timeout`` bounds the whole audit; every request to a cluster also gives up after
     ``request_timeout`` seconds (or ``timeout``, when shorter). Raises
@@ -330,16 +333,12 @@ def verify_flow(
         rhighs[tp] - rlows[tp] for tp in remote_tps
     )
     done = 0
-    last_report = 0.0
 
     def tick(n: int) -> None:
-        nonlocal done, last_report
+        nonlocal done
         done += n
-        now = time.monotonic()
-        if progress is not None and (now - last_report >= 1.0):
-            last_report = now
-            pct = 100.0 * done / total if total else 100.0
-            progress(f"verify {flow.name}: {done}/{total} records read ({pct:.0f}%)")
+        if progress is not None:
+            progress(VerifyProgress(flow.name, done, total))
 
     audits: list[PartitionAudit] = []
     source_conf = config.client_config(flow.source, "consumer")
@@ -364,6 +363,6 @@ def verify_flow(
         audits.append(
             compare_partition(t, p, remote, src, dst, replicated_up_to=positions.get((t, p)))
         )
-    if progress is not None and total:
-        progress(f"verify {flow.name}: {done}/{total} records read (100%)")
+    if progress is not None:
+        progress(VerifyProgress(flow.name, done, total, finished=True))
     return VerifyReport(flow=flow.name, partitions=tuple(audits), errors=tuple(errors))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -164,3 +165,60 @@ def test_a_heartbeats_only_pair_runs_no_data_plane(two_clusters: ClusterSet) -> 
         stop_flows([runner], 30)
     assert runner.data_plane.calls == ["stop"]
     assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+class StallingPlane:
+    """A data plane whose target producer "cannot write" (as librdkafka reports a producer stuck
+    acquiring its idempotence PID) until :attr:`moving` is set, then makes progress."""
+
+    def __init__(self) -> None:
+        self.moving = threading.Event()
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        pass
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        stats = flow.stats
+        part = stats.partition("stalling.orders", 0, "A.stalling.orders")
+        part.position, part.end_offset = 0, 100  # records waiting
+        stats.client_problem(
+            "target", "Failed to acquire idempotence PID from broker: Coordinator load in progress"
+        )
+
+        def copy(stop: threading.Event) -> None:
+            while not self.moving.is_set() and not stop.is_set():
+                stop.wait(0.1)
+            part.position = 100
+
+        flow.spawn("copy", copy)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.mark.integration
+def test_a_stall_is_logged_while_it_lasts_and_its_end_too(
+    two_clusters: ClusterSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mirrorlib.runtime.flow")
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "stalling\\..*"})
+    plane = StallingPlane()
+    runner = FlowRunner(FlowSettings.from_config(cfg, cfg.flow("A", "B")), plane)
+    runner.start()
+    try:
+        wait_for(
+            "the stall in the log",
+            lambda: any("flow A->B stalled: target:" in m for m in caplog.messages),
+            timeout=30,
+        )
+        assert runner.stats.snapshot().state is FlowState.STALLED
+        assert not any("moving again" in m for m in caplog.messages)
+        plane.moving.set()
+        wait_for(
+            "the end of the stall in the log",
+            lambda: any("flow A->B: moving again after" in m for m in caplog.messages),
+            timeout=30,
+        )
+        assert runner.stats.snapshot().state is not FlowState.STALLED
+    finally:
+        stop_flows([runner], timeout=30)

@@ -28,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.stalls import StallWatch
 from mirrorlib.core.status import FlowState, StatsRegistry
 from mirrorlib.errors import ConfigError, MirrorError
 from mirrorlib.kafka.copier import Copier
@@ -40,6 +41,11 @@ from mirrorlib.runtime.metadata import MetadataTask
 __all__ = ["CopierPlane", "DataPlane", "FlowRunner", "stop_flows"]
 
 log = logging.getLogger(__name__)
+
+#: how often a flow's stall state is sampled for the log, and how often a lasting stall is
+#: logged again (seconds)
+STALL_CHECK_S = 5.0
+STALL_REMINDER_S = 60.0
 
 
 class DataPlane(Protocol):
@@ -183,9 +189,19 @@ class FlowRunner(Generic[P]):
             if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
                 self.checkpoints = CheckpointTask(s, self.stats)
                 self.spawn("checkpoints", self.checkpoints.run)
+            self.spawn("watchdog", self._watch_stalls)
         if self.stats.state is FlowState.STARTING:
             self.stats.state = FlowState.RUNNING
         return True
+
+    def _watch_stalls(self, stop: threading.Event) -> None:
+        """Log a stall while it lasts: when it begins, every minute it goes on, and when the
+        flow moves again (the status shows it too; see :mod:`mirrorlib.core.stalls`)."""
+        watch = StallWatch(self.settings.name, repeat=STALL_REMINDER_S)
+        while not stop.wait(STALL_CHECK_S):
+            notice = watch.observe(self.stats.snapshot().stalled, time.monotonic())
+            if notice is not None:
+                log.log(logging.WARNING if notice.stalled else logging.INFO, "%s", notice.message)
 
     def _await_clusters(self, stop: threading.Event) -> bool:
         """Wait until both clusters answer, reporting each failed attempt (naming the cluster

@@ -18,7 +18,13 @@ Delivery guarantees
   target refuses (e.g. too large) stops its partition at that record, with the error in the
   status, and is retried with back-off; later records of that partition are never acknowledged
   past it.
-
+* **A dead client is recreated.** A fatal error of the target producer (fenced by another
+  producer with the same ``transactional.id``, or a fatal idempotence error such as
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER``) or of the source consumer closes the copier's clients and
+  opens new ones, with back-off, the error in the flow's status meanwhile. Nothing is written
+  through a dead producer: at-least-once resumes from the stored positions (records copied since
+  are copied again), exactly-once from the committed ones (the new producer's initialisation
+  aborts the open transaction).
 
 Batches and the remote topic's ``max.message.bytes``
 ----------------------------------------------------
@@ -106,6 +112,19 @@ log = logging.getLogger(__name__)
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
+# errors of a produce call or delivery report that mean the producer itself is dead (fenced by
+# another transactional producer, or a fatal idempotence error such as OUT_OF_ORDER_SEQUENCE)
+_PRODUCER_DEAD = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+
+
+def _fatal_error(err: object) -> KafkaError | None:
+    """``err`` (a :class:`KafkaError`, or a :class:`KafkaException` carrying one) if it is fatal
+    to its client, else ``None``."""
+    if isinstance(err, KafkaException):
+        err = err.args[0] if err.args else None
+    if isinstance(err, KafkaError) and (err.fatal() or err.code() in _PRODUCER_DEAD):
+        return err
+    return None
 
 
 class _Part(PartitionProgress):
@@ -179,6 +198,8 @@ class Copier:
         self._syncs: OffsetSyncWriter | None = None
         self.failed: str | None = None
         self._degraded: set[str] = set()
+        # fatal errors of the open clients ("source", "target"): they are recreated
+        self._fatal: dict[str, KafkaError] = {}
         self._last_latency_sample = 0.0
         self._stopping = threading.Event()  # the stop request of `run`
 
@@ -186,6 +207,7 @@ class Copier:
 
     def _open(self) -> None:
         s = self.s
+        self._fatal.clear()
         cconf: dict[str, Any] = dict(s.source_consumer)
         cconf.update(
             {
@@ -277,12 +299,39 @@ class Copier:
                 self._close(graceful=False)
             except Exception as exc:
                 delay = backoff.next_delay()
-                self.stats.set_error(
-                    "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
-                )
-                log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
+                dead = self._fatal.get("target")
+                if dead is None and "source" not in self._fatal:
+                    dead = _fatal_error(exc)  # raised by a producer call (poll, flush, commit)
+                if dead is not None:
+                    self._producer_died(dead, delay)
+                else:
+                    self.stats.set_error(
+                        "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
+                    )
+                    log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
                 self._close(graceful=False)
                 backoff.wait(stop)
+
+    def _producer_died(self, err: KafkaError, delay: float) -> None:
+        """The target producer hit a fatal error (fenced, or a fatal idempotence error): it can
+        write nothing any more, so nothing is written through it while closing (exactly-once:
+        the open transaction is aborted by the next producer's initialisation); the copier's
+        clients are recreated and copying resumes from the stored positions."""
+        self.committer.close()
+        self.stats.set_error(
+            "copier",
+            f"fatal error of the producer to {self.s.target}: {err.name()}: {err.str()} "
+            f"(recreating the clients in {delay:.0f}s)",
+        )
+        log.error(
+            "flow %s: fatal error of the producer to %s: %s: %s; recreating the clients and "
+            "resuming from the stored positions in %.0fs",
+            self.s.name,
+            self.s.target,
+            err.name(),
+            err.str(),
+            delay,
+        )
 
     def _loop(self, stop: threading.Event) -> None:
         s = self.s
@@ -313,6 +362,8 @@ class Copier:
                 committer.begin()
                 self._copy(msgs)
             producer.poll(0.01 if queued and not msgs else 0)
+            if self._fatal:  # reported to error_cb: restart the clients
+                raise KafkaException(next(iter(self._fatal.values())))
             self._drain_acks()
             if self._queued:
                 self._send_queued()
@@ -429,6 +480,9 @@ class Copier:
     def _refused(self, part: _Part, offset: int, exc: KafkaException) -> None:
         """A produce call failed locally: park the partition at the record."""
         err = exc.args[0] if exc.args else None
+        if (dead := _fatal_error(err)) is not None:
+            self._fatal["target"] = dead
+            raise exc
         if isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION:
             # the remote topic grew since the producer's metadata: the retry will know
             self._refresh_target_metadata([part.remote])
@@ -589,6 +643,10 @@ class Copier:
     def _refusals(self, part: _Part, acks: Acknowledged) -> None:
         """Records the target refused: send a batch refused as too large again in smaller
         batches, park the partition at any other refused record."""
+        for _, msg in acks.refused:
+            if (dead := _fatal_error(msg.error())) is not None:
+                self._fatal["target"] = dead
+                raise KafkaException(dead)
         part.blocked_at = acks.blocked_at
         shrunk = False
         for upstream, msg in acks.refused:
@@ -613,6 +671,8 @@ class Copier:
         flow's status until data flows again."""
 
         def on_error(err: KafkaError) -> None:
+            if err.fatal():  # the client is dead: the loop restarts the clients
+                self._fatal[side] = err
             self._degraded.add(side)
             self.stats.set_error(side, f"cluster {alias}: {err.str()}")
             log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
@@ -789,6 +849,7 @@ class Copier:
             self._on_out_of_range(msg.topic(), msg.partition(), err)
             return
         if err.fatal():
+            self._fatal["source"] = err
             raise KafkaException(err)
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             log.warning(

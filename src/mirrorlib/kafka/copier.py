@@ -118,7 +118,7 @@ _PRODUCER_DEAD = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PR
 
 
 def _fatal_error(err: object) -> KafkaError | None:
-    """``err`` (a :class:`KafkaError`, or a :class:`KafkaException` carrying one) if it is fatal
+    """``err`` (a ``KafkaError``, or a ``KafkaException`` carrying one) if it is fatal
     to its client, else ``None``."""
     if isinstance(err, KafkaException):
         err = err.args[0] if err.args else None

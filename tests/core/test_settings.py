@@ -80,3 +80,19 @@ def test_every_setting_has_the_name_and_value_of_its_flow_config_property(
         expected, actual = getattr(flow, name), getattr(settings, name)
         # the one conversion: a disabled periodic task's interval is NEVER instead of None
         assert actual == expected or (expected is None and actual == NEVER), name
+
+
+def test_record_producer_is_idempotent_and_keeps_the_users_tuning() -> None:
+    props = {
+        **BASE,
+        "B.producer.linger.ms": "50",
+        "B.producer.acks": "1",
+        "B.producer.batch.size": "16384",
+    }
+    cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+    settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    conf = settings.record_producer(linger_ms=5, on_delivery=print)
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"  # never weakened
+    assert str(conf["linger.ms"]) == "50" and str(conf["batch.size"]) == "16384"
+    assert conf["queue.buffering.max.messages"] == 500_000 and conf["on_delivery"] is print
+    assert "on_delivery" not in settings.record_producer(linger_ms=5)

@@ -18,6 +18,13 @@ Delivery guarantees
   target refuses (e.g. too large) stops its partition at that record, with the error in the
   status, and is retried with back-off; later records of that partition are never acknowledged
   past it.
+* **A dead client is recreated.** A fatal error of the target producer (fenced by another
+  producer with the same ``transactional.id``, or a fatal idempotence error such as
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER``) or of the source consumer closes the copier's clients and
+  opens new ones, with back-off, the error in the flow's status meanwhile. Nothing is written
+  through a dead producer: at-least-once resumes from the stored positions (records copied since
+  are copied again), exactly-once from the committed ones (the new producer's initialisation
+  aborts the open transaction).
 
 Batches and the remote topic's ``max.message.bytes``
 ----------------------------------------------------
@@ -43,6 +50,16 @@ consumer refreshes its metadata every ``refresh.topics.interval.seconds`` (at mo
 shows the remote topic grown (without it, produces to the new partitions fail locally with
 ``_UNKNOWN_PARTITION`` until librdkafka's periodic refresh).
 
+Structure
+---------
+The copier is the consume -> produce loop and what needs its consumer: subscription and
+assignment, parking and retrying partitions, detecting data loss, pacing. What a delivery report
+means is :mod:`mirrorlib.core.acks` (per-partition in-flight records, matched with the reports a
+run at a time; no Kafka client); when acknowledged records become stored positions (and, for
+exactly-once, committed transactions) is a :class:`~mirrorlib.kafka.commit.Committer`
+(:mod:`mirrorlib.kafka.commit`); the batch sizing of paced partitions is
+:mod:`mirrorlib.core.pacing`. The loop calls those once per batch or per round, never per record.
+
 Partitions are shared between processes running the same flow through a consumer group on the
 source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
 target's offsets topic, never from that group, which commits nothing.
@@ -56,7 +73,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -68,14 +85,22 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.core.records import TopicPartition
+from mirrorlib.core.pacing import (
+    RECORD_OVERHEAD,
+    batch_budget,
+    batch_length,
+    halved_budget,
+    record_size,
+)
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf, client_log
+from mirrorlib.kafka.commit import Committer, committer_for
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 
@@ -85,49 +110,36 @@ log = logging.getLogger(__name__)
 
 #: back-off (seconds) of a copier restart and of a parked partition's retries
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
-# bytes a single-record batch adds around a record's key and value (batch header and varints)
-_RECORD_OVERHEAD = 96
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
+# errors of a produce call or delivery report that mean the producer itself is dead (fenced by
+# another transactional producer, or a fatal idempotence error such as OUT_OF_ORDER_SEQUENCE)
+_PRODUCER_DEAD = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
 
 
-def _record_size(msg: Any) -> int:
-    """Bytes a record takes in a record batch, framing included (an upper bound)."""
-    key, value = msg.key(), msg.value()
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    return size + sum(len(k) + len(v or b"") for k, v in msg.headers() or ())
+def _fatal_error(err: object) -> KafkaError | None:
+    """``err`` (a ``KafkaError``, or a ``KafkaException`` carrying one) if it is fatal
+    to its client, else ``None``."""
+    if isinstance(err, KafkaException):
+        err = err.args[0] if err.args else None
+    if isinstance(err, KafkaError) and (err.fatal() or err.code() in _PRODUCER_DEAD):
+        return err
+    return None
 
 
-class _Part:
-    """Copier state of one assigned source partition.
-
-    Acknowledgement is bulk: the delivery-report callback of a record only appends the report
-    to ``acks`` (in the target's acknowledgement order, which for an idempotent producer is the
-    produce order of the partition), and the copier matches reports with ``sent`` (the upstream
-    offsets produced, oldest at ``head``) after each poll, a whole run at a time.
-    """
+class _Part(PartitionProgress):
+    """Copier state of one assigned source partition: its progress (in flight, acknowledged,
+    blocked; :class:`~mirrorlib.core.acks.PartitionProgress`), remote topic, pacing and parking."""
 
     __slots__ = (
-        "acked",
-        "acks",
         "backoff",
-        "blocked_at",
         "budget",
-        "dr",
-        "failed",
-        "head",
-        "key",
-        "marks",
         "max_bytes",
         "parked_until",
         "pending",
         "remote",
         "sampled_ts",
-        "sent",
-        "stats",
         "throttled",
-        "tp",
-        "txn_last",
     )
 
     def __init__(
@@ -135,10 +147,9 @@ class _Part:
         key: tuple[str, int],
         remote: str,
         stats: PartitionStats,
-        ready: Callable[[_Part], None],
+        ready: Callable[[InFlight], None],
     ) -> None:
-        self.key = key
-        self.tp = TopicPartition(key[0], key[1])
+        super().__init__(key, stats, ready)
         self.remote = remote
         self.max_bytes: int | None = None  # the remote topic's max.message.bytes
         # paced (see the module docstring): bytes the partition may have in flight, None: any
@@ -146,55 +157,8 @@ class _Part:
         self.pending: deque[Any] = deque()  # paced: records consumed, not produced yet
         self.throttled = False  # paced: paused on the source until `pending` is produced
         self.sampled_ts: int | None = None  # tail timestamp at the last latency sample
-        self.stats = stats
-        self.acked: int | None = None  # last upstream offset acknowledged contiguously
-        self.blocked_at: int | None = None  # first upstream offset whose delivery failed
         self.parked_until = 0.0
         self.backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)  # of parking retries
-        self.txn_last: int | None = None  # EOS: last upstream offset produced in open txn
-        self.sent: list[int] = []  # upstream offsets produced, unacknowledged from `head` on
-        self.head = 0
-        self.acks: list[Any] = []  # delivery reports not yet matched with `sent`
-        self.failed = False  # one of `acks` carries an error
-        # (upstream offset, source timestamp) of the last record of each produced run
-        self.marks: deque[tuple[int, int]] = deque()
-        acks = self.acks
-        append = acks.append
-
-        def dr(err: KafkaError | None, msg: Any) -> None:  # per record: keep it minimal
-            if not acks:
-                ready(self)
-            append(msg)
-            if err is not None:
-                self.failed = True
-
-        self.dr = dr
-
-    @property
-    def outstanding(self) -> int:
-        """Records produced and not yet acknowledged (nor refused)."""
-        return len(self.sent) - self.head
-
-    def take_sent(self, n: int) -> list[int]:
-        """The upstream offsets of the next ``n`` acknowledged records, oldest first."""
-        head = self.head
-        ups = self.sent[head : head + n]
-        head += len(ups)
-        if head >= len(self.sent):
-            self.sent.clear()
-            head = 0
-        elif head > 65_536:
-            del self.sent[:head]
-            head = 0
-        self.head = head
-        return ups
-
-    def clear_inflight(self) -> None:
-        self.sent.clear()
-        self.head = 0
-        self.acks.clear()
-        self.failed = False
-        self.marks.clear()
 
 
 class Copier:
@@ -213,23 +177,29 @@ class Copier:
         self.positions = positions
         self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
         self._parts: dict[tuple[str, int], _Part] = {}
-        self._ready: list[_Part] = []  # partitions with delivery reports to match
+        self._ready: list[InFlight] = []  # partitions with delivery reports to match
         self._queued: set[_Part] = set()  # paced partitions with records in `pending`
         self._batch_size = 1_000_000  # the replication producer's batch.size
         self._remote_of: dict[str, RemoteTopic] = {}
         self._catalog_version = -1
         self._subscribed: list[str] = []
-        self._dirty: set[tuple[str, int]] = set()
-        self._txn_open = False
-        self._txn_started = 0.0
-        self._txn_syncs: list[tuple[_Part, int, int, int]] = []  # (part, up, down, count)
-        self._last_flush = time.monotonic()
+        self.committer: Committer = committer_for(settings)(
+            settings,
+            positions,
+            self.emitter,
+            self._parts,
+            send_syncs=self._send_offset_syncs,
+            drain_acks=self._drain_acks,
+            rewind=self._rewind,
+        )
         self._last_watermarks = 0.0
         self._consumer: Any = None
         self._producer: Any = None
         self._syncs: OffsetSyncWriter | None = None
         self.failed: str | None = None
         self._degraded: set[str] = set()
+        # fatal errors of the open clients ("source", "target"): they are recreated
+        self._fatal: dict[str, KafkaError] = {}
         self._last_latency_sample = 0.0
         self._stopping = threading.Event()  # the stop request of `run`
 
@@ -237,6 +207,7 @@ class Copier:
 
     def _open(self) -> None:
         s = self.s
+        self._fatal.clear()
         cconf: dict[str, Any] = dict(s.source_consumer)
         cconf.update(
             {
@@ -267,6 +238,7 @@ class Copier:
         self._producer = Producer(client_conf(pconf))
         if s.exactly_once_enabled:
             self._producer.init_transactions(s.admin_timeout)
+        self.committer.open(self._producer)
         if s.emit_offset_syncs_enabled:
             self._syncs = OffsetSyncWriter(
                 s.offset_syncs_producer,
@@ -281,7 +253,7 @@ class Copier:
         consumer, self._consumer = self._consumer, None
         try:
             if graceful and self.failed is None:
-                self._checkpoint_positions(final=True)
+                self.committer.checkpoint(final=True)
         except Exception as exc:  # closing must not hide the original problem
             log.warning("flow %s: final position flush failed: %s", self.s.name, exc)
         if consumer is not None:
@@ -298,6 +270,7 @@ class Copier:
         if self._producer is not None:
             self._producer.flush(10.0)
             self._producer = None
+        self.committer.close()
         self._parts.clear()
         self._ready.clear()
         self._queued.clear()
@@ -330,19 +303,46 @@ class Copier:
                 self._close(graceful=False)
             except Exception as exc:
                 delay = backoff.next_delay()
-                self.stats.set_error(
-                    "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
-                )
-                log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
+                dead = self._fatal.get("target")
+                if dead is None and "source" not in self._fatal:
+                    dead = _fatal_error(exc)  # raised by a producer call (poll, flush, commit)
+                if dead is not None:
+                    self._producer_died(dead, delay)
+                else:
+                    self.stats.set_error(
+                        "copier", f"{type(exc).__name__}: {exc} (retrying in {delay:.0f}s)"
+                    )
+                    log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
                 self._close(graceful=False)
                 backoff.wait(stop)
+
+    def _producer_died(self, err: KafkaError, delay: float) -> None:
+        """The target producer hit a fatal error (fenced, or a fatal idempotence error): it can
+        write nothing any more, so nothing is written through it while closing (exactly-once:
+        the open transaction is aborted by the next producer's initialisation); the copier's
+        clients are recreated and copying resumes from the stored positions."""
+        self.committer.close()
+        self.stats.set_error(
+            "copier",
+            f"fatal error of the producer to {self.s.target}: {err.name()}: {err.str()} "
+            f"(recreating the clients in {delay:.0f}s)",
+        )
+        log.error(
+            "flow %s: fatal error of the producer to %s: %s: %s; recreating the clients and "
+            "resuming from the stored positions in %.0fs",
+            self.s.name,
+            self.s.target,
+            err.name(),
+            err.str(),
+            delay,
+        )
 
     def _loop(self, stop: threading.Event) -> None:
         s = self.s
         consumer = self._consumer
         producer = self._producer
         batch = s.consume_batch
-        eos = s.exactly_once_enabled
+        committer = self.committer
         full = False
         while not stop.is_set():
             self._sync_subscription()
@@ -363,18 +363,16 @@ class Copier:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)
             if msgs:
-                self._ensure_transaction()
+                committer.begin()
                 self._copy(msgs)
             producer.poll(0.01 if queued and not msgs else 0)
+            if self._fatal:  # reported to error_cb: restart the clients
+                raise KafkaException(next(iter(self._fatal.values())))
             self._drain_acks()
             if self._queued:
                 self._send_queued()
             now = time.monotonic()
-            if eos:
-                if self._txn_open and (now - self._txn_started >= s.transaction_boundary_interval):
-                    self._commit_transaction()
-            elif now - self._last_flush >= s.offset_flush_interval:
-                self._checkpoint_positions()
+            committer.tick(now)
             self._retry_parked(now)
             self._send_offset_syncs()
             self._sync_producer_poll()
@@ -416,8 +414,8 @@ class Copier:
                 part = parts.get((topic, partition))
                 last_off, nbytes = -1, 0
                 if part is not None:
-                    sent_append = part.sent.append
-                    remote, dr = part.remote, part.dr
+                    sent_append = part.produced
+                    remote, dr = part.remote, part.on_delivery
                     half_max = None if part.max_bytes is None else part.max_bytes // 2
                     queue = None
                     if part.budget is not None or part.pending:
@@ -433,7 +431,7 @@ class Copier:
             if (
                 half_max is not None
                 and value is not None
-                and len(value) + _RECORD_OVERHEAD > half_max
+                and len(value) + RECORD_OVERHEAD > half_max
                 and self._too_large(part, msg)
             ):
                 continue
@@ -475,7 +473,7 @@ class Copier:
 
     def _end_run(self, part: _Part, last_offset: int, last_ts: int, nbytes: int) -> None:
         """Bookkeeping once per produced run of one partition."""
-        part.marks.append((last_offset, last_ts))
+        part.end_run(last_offset, last_ts)
         st = part.stats
         st.byte_count += nbytes
         if last_ts > 0:  # record-age-ms, sampled once per run
@@ -486,6 +484,9 @@ class Copier:
     def _refused(self, part: _Part, offset: int, exc: KafkaException) -> None:
         """A produce call failed locally: park the partition at the record."""
         err = exc.args[0] if exc.args else None
+        if (dead := _fatal_error(err)) is not None:
+            self._fatal["target"] = dead
+            raise exc
         if isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION:
             # the remote topic grew since the producer's metadata: the retry will know
             self._refresh_target_metadata([part.remote])
@@ -494,10 +495,10 @@ class Copier:
     def _too_large(self, part: _Part, msg: Any) -> bool:
         """Park the partition at a record the target topic's max.message.bytes would refuse."""
         assert part.max_bytes is not None
-        size = _record_size(msg)
+        size = record_size(msg)
         if size <= part.max_bytes:
             return False
-        size -= _RECORD_OVERHEAD
+        size -= RECORD_OVERHEAD
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         self._park(
             part,
@@ -509,11 +510,6 @@ class Copier:
         return True
 
     # -- paced partitions (remote topics with a small max.message.bytes) ----------------------
-
-    def _budget(self, max_bytes: int | None) -> int | None:
-        """The batch budget of a partition whose remote topic has ``max_bytes``; ``None``
-        (not paced) when the producer's own batches fit."""
-        return max_bytes if max_bytes is not None and max_bytes < self._batch_size else None
 
     def _send_queued(self) -> None:
         """Produce the next batch of every paced partition that has nothing in flight; pause
@@ -535,15 +531,11 @@ class Copier:
         """Produce records of ``part.pending`` up to the partition's budget (at least one):
         with nothing else of the partition queued, librdkafka's batch is at most that."""
         pending = part.pending
-        budget = part.budget
-        used = nbytes = last_ts = 0
+        nbytes = last_ts = 0
         last_off = -1
-        self._ensure_transaction()
-        while pending:
+        self.committer.begin()
+        for _ in range(batch_length(pending, part.budget)):
             msg = pending[0]
-            size = _record_size(msg)
-            if budget is not None and used and used + size > budget:
-                break
             if part.max_bytes is not None and self._too_large(part, msg):
                 return  # parked (and seeked back: `pending` is dropped)
             ts = msg.timestamp()[1]
@@ -555,8 +547,7 @@ class Copier:
                 self._refused(part, offset, exc)
                 return
             pending.popleft()
-            part.sent.append(offset)
-            used += size
+            part.produced(offset)
             last_off, last_ts = offset, ts
             nbytes += len(msg.value() or b"")
         if last_off >= 0:
@@ -571,7 +562,7 @@ class Copier:
                     msg.value(),
                     msg.key(),
                     part.key[1],
-                    part.dr,
+                    part.on_delivery,
                     None,
                     ts if ts > 0 else 0,
                     msg.headers(),
@@ -595,10 +586,10 @@ class Copier:
     def _smaller_batches(self, part: _Part, msg: Any) -> bool:
         """After a ``MSG_SIZE_TOO_LARGE`` refusal of ``msg``: halve the partition's batch
         budget and return True, or return False when ``msg`` was sent alone (a real refusal)."""
-        budget = self._batch_size if part.budget is None else part.budget
-        if _record_size(msg) >= budget:
+        budget = halved_budget(part.budget, self._batch_size, msg)
+        if budget is None:
             return False
-        part.budget = budget // 2
+        part.budget = budget
         log.warning(
             "flow %s: %s refused a batch of %s-%d as too large; sending batches of at most "
             "%d bytes",
@@ -617,7 +608,7 @@ class Copier:
         part.parked_until = time.monotonic()
         with contextlib.suppress(KafkaException):
             self._consumer.pause([KafkaTopicPartition(*part.key)])
-        if not (self.s.exactly_once_enabled and self._txn_open):
+        if not self.committer.in_transaction:
             self._seek(part, part.blocked_at)  # (EOS: the failed commit aborts and rewinds)
 
     # -- acknowledgements ------------------------------------------------------------------------
@@ -631,122 +622,61 @@ class Copier:
         ready.clear()
         succeeded = False
         for part in parts:
-            if part.acks:
-                succeeded = self._acked(part) or succeeded
+            if part.has_reports:
+                succeeded = self._acked(cast(_Part, part)) or succeeded
         if succeeded and "target" in self._degraded:
             self._degraded.discard("target")
             self.stats.set_error("target", None)
 
     def _acked(self, part: _Part) -> bool:
         """Process ``part``'s delivery reports; returns whether any record succeeded."""
-        acks = part.acks
-        n = len(acks)
-        if n > part.outstanding:  # reports of records forgotten by an abort: nothing to match
-            log.debug("flow %s: %d unmatched delivery reports", self.s.name, n - part.outstanding)
-            del acks[: n - part.outstanding]
-            n = len(acks)
-            if not n:
-                part.failed = False
-                return False
-        ups = part.take_sent(n)
-        if self._parts.get(part.key) is not part:  # revoked or lost meanwhile: not ours
-            acks.clear()
-            part.failed = False
+        acks = part.take(part.blocked_at)
+        if acks is None or self._parts.get(part.key) is not part:
+            return False  # nothing to match, or revoked or lost meanwhile: not ours
+        if acks.refused:
+            self._refusals(part, acks)
+        if not acks.count:
             return False
-        if part.failed or part.blocked_at is not None:
-            return self._acked_one_by_one(part, ups)
-        up_first, up_last = ups[0], ups[-1]
-        down_first, down_last = acks[0].offset(), acks[-1].offset()
-        contiguous = up_last - up_first == n - 1 and down_last - down_first == n - 1
         st = part.stats
-        st.record_count += n
-        marks = part.marks
-        ts = 0
-        while marks and marks[0][0] <= up_last:
-            ts = marks.popleft()[1]
-        if ts > 0:
-            st.tail_timestamp_ms = ts  # replication-latency-ms is sampled from it in the loop
-        if self.s.exactly_once_enabled:
-            if contiguous:
-                self._txn_syncs.append((part, up_first, down_first, n))
-            else:
-                self._txn_syncs.extend(
-                    (part, up, msg.offset(), 1) for up, msg in zip(ups, acks, strict=True)
-                )
-        else:
-            part.acked = up_last
-            st.position = up_last + 1
-            self._dirty.add(part.key)
-            if self.s.emit_offset_syncs_enabled:
-                self._record_syncs(part, ups, acks, contiguous)
-        acks.clear()
+        st.record_count += acks.count
+        if acks.tail_timestamp > 0:  # replication-latency-ms is sampled from it in the loop
+            st.tail_timestamp_ms = acks.tail_timestamp
+        self.committer.acknowledged(part, acks)
         return True
 
-    def _record_syncs(self, part: _Part, ups: list[int], acks: list[Any], contiguous: bool) -> None:
-        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
-        # burst of acknowledgements could replace one before it was written and lose precision.
-        if contiguous:
-            self.emitter.record_run(
-                part.tp, ups[0], acks[0].offset(), len(ups), on_due=self._send_offset_syncs
-            )
-            return
-        record = self.emitter.record
-        for up, msg in zip(ups, acks, strict=True):
-            if record(part.tp, up, msg.offset()):
-                self._send_offset_syncs()
-
-    def _acked_one_by_one(self, part: _Part, ups: list[int]) -> bool:
-        """The careful path: a report carries an error, or an earlier record was refused."""
-        acks = part.acks[:]
-        part.acks.clear()
-        part.failed = False
-        succeeded = False
+    def _refusals(self, part: _Part, acks: Acknowledged) -> None:
+        """Records the target refused: send a batch refused as too large again in smaller
+        batches, park the partition at any other refused record."""
+        for _, msg in acks.refused:
+            if (dead := _fatal_error(msg.error())) is not None:
+                self._fatal["target"] = dead
+                raise KafkaException(dead)
+        part.blocked_at = acks.blocked_at
         shrunk = False
-        st = part.stats
-        for upstream, msg in zip(ups, acks, strict=True):
-            err = msg.error()
-            if err is not None:
-                if part.blocked_at is None or upstream < part.blocked_at:
-                    part.blocked_at = upstream
-                if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and (
-                    shrunk or self._smaller_batches(part, msg)
-                ):
-                    if not shrunk:  # the later records (of the same batch) are sent again too
-                        self._resend(part, upstream)
-                        shrunk = True
-                    continue
-                self._park(
-                    part,
-                    upstream,
-                    f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by "
-                    f"{self.s.target} ({msg.topic()}): {err.str()}",
-                    from_delivery=True,
-                )
-                continue
-            if part.blocked_at is not None and upstream >= part.blocked_at:
-                continue  # a later record succeeded after an earlier one failed: re-sent later
-            succeeded = True
-            st.record_count += 1
-            if self.s.exactly_once_enabled:
-                self._txn_syncs.append((part, upstream, msg.offset(), 1))
-                continue
-            part.acked = upstream
-            st.position = upstream + 1
-            self._dirty.add(part.key)
-            if self.s.emit_offset_syncs_enabled and self.emitter.record(
-                part.tp, upstream, msg.offset()
+        for upstream, msg in acks.refused:
+            err: Any = msg.error()
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and (
+                shrunk or self._smaller_batches(part, msg)
             ):
-                self._send_offset_syncs()
-        last = ups[-1] if ups else -1
-        while part.marks and part.marks[0][0] <= last:
-            part.marks.popleft()
-        return succeeded
+                if not shrunk:  # the later records (of the same batch) are sent again too
+                    self._resend(part, upstream)
+                    shrunk = True
+                continue
+            self._park(
+                part,
+                upstream,
+                f"record {part.key[0]}-{part.key[1]}@{upstream} was refused by "
+                f"{self.s.target} ({msg.topic()}): {err.str()}",  # type: ignore[attr-defined]
+                from_delivery=True,
+            )
 
     def _client_error(self, side: str, alias: str) -> Any:
         """librdkafka's client-level errors (all brokers down, authentication...) go into the
         flow's status until data flows again."""
 
         def on_error(err: KafkaError) -> None:
+            if err.fatal():  # the client is dead: the loop restarts the clients
+                self._fatal[side] = err
             self._degraded.add(side)
             self.stats.set_error(side, f"cluster {alias}: {err.str()}")
             self.stats.client_problem(side, f"cluster {alias}: {err.str()}")
@@ -775,7 +705,7 @@ class Copier:
                 part.remote = rt.name
                 if rt.max_message_bytes != part.max_bytes:
                     part.max_bytes = rt.max_message_bytes
-                    part.budget = self._budget(part.max_bytes)
+                    part.budget = batch_budget(part.max_bytes, self._batch_size)
         names = sorted(topics)
         if names == self._subscribed:
             return
@@ -818,7 +748,7 @@ class Copier:
             stats = self.stats.partition(ktp.topic, ktp.partition, remote)
             part = _Part(key, remote, stats, self._ready.append)
             part.max_bytes = rt.max_message_bytes if rt is not None else None
-            part.budget = self._budget(part.max_bytes)
+            part.budget = batch_budget(part.max_bytes, self._batch_size)
             last = self.positions.last_replicated(*key)
             part.acked = last
             self._parts[key] = part
@@ -844,15 +774,14 @@ class Copier:
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         keys = {(t.topic, t.partition) for t in partitions}
         try:
-            self._checkpoint_positions(only=keys)
+            self.committer.checkpoint(only=keys)
         finally:
             self._forget(keys)
             consumer.incremental_unassign(partitions)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         keys = {(t.topic, t.partition) for t in partitions}
-        if self.s.exactly_once_enabled and self._txn_open:
-            self._abort_transaction()
+        self.committer.lost()
         self._forget(keys)
         consumer.incremental_unassign(partitions)
 
@@ -863,128 +792,12 @@ class Copier:
                 self.emitter.forget(part.tp)
                 self._queued.discard(part)
             self.stats.drop_partition(*key)
-            self._dirty.discard(key)
+        self.committer.forget(keys)
 
-    # -- positions and transactions -------------------------------------------------------------
-
-    def _checkpoint_positions(
-        self, *, only: set[tuple[str, int]] | None = None, final: bool = False
-    ) -> None:
-        """Make positions durable: commit the open transaction (EOS), or write acknowledged
-        positions to the offsets topic (at-least-once)."""
-        if self._producer is None:
-            return
-        if self.s.exactly_once_enabled:
-            if self._txn_open:
-                self._commit_transaction()
-            return
-        self._producer.flush(self.s.admin_timeout if (only or final) else 0)
-        self._drain_acks()
-        keys = self._dirty if only is None else (self._dirty & only)
-        records = []
-        for key in list(keys):
-            part = self._parts.get(key)
-            if part is not None and part.acked is not None:
-                records.append((key[0], key[1], part.acked))
-            self._dirty.discard(key)
-        self._produce_positions(records)
-        for topic, partition, offset in records:
-            self.positions.remember(topic, partition, offset)
-        if records and (only or final):
-            self._producer.flush(self.s.admin_timeout)
-        self.emitter.promote_delayed()
-        self._send_offset_syncs()
-        self._last_flush = time.monotonic()
-
-    def _produce_positions(self, positions: list[tuple[str, int, int]]) -> None:
-        """Queue position records; a refused one marks its partition dirty again (so the next
-        flush retries it) instead of disappearing."""
-        encoded = self.positions.records(positions)
-        for (topic, partition, _), (target_partition, k, v) in zip(positions, encoded, strict=True):
-            self._producer.produce(
-                self.positions.topic,
-                v,
-                k,
-                target_partition,
-                on_delivery=self._position_report((topic, partition)),
-            )
-
-    def _position_report(self, key: tuple[str, int]) -> Callable[[KafkaError | None, Any], None]:
-        def done(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                log.warning(
-                    "flow %s: position of %s-%d not written to %s: %s",
-                    self.s.name,
-                    key[0],
-                    key[1],
-                    self.positions.topic,
-                    err.str(),
-                )
-                if key in self._parts:
-                    self._dirty.add(key)
-
-        return done
-
-    def _ensure_transaction(self) -> None:
-        """EOS: records are produced inside a transaction; open one if none is."""
-        if self.s.exactly_once_enabled and not self._txn_open:
-            self._producer.begin_transaction()
-            self._txn_open = True
-            self._txn_started = time.monotonic()
-
-    def _commit_transaction(self) -> None:
-        producer = self._producer
-        records = [
-            (p.key[0], p.key[1], p.txn_last) for p in self._parts.values() if p.txn_last is not None
-        ]
-        self._produce_positions(records)
-        try:
-            producer.commit_transaction(self.s.admin_timeout)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            log.warning("flow %s: transaction commit failed: %s", self.s.name, exc)
-            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
-                self._abort_transaction()
-                return
-            raise
-        self._txn_open = False
-        for topic, partition, offset in records:
-            self.positions.remember(topic, partition, offset)
-        for part in self._parts.values():
-            if part.txn_last is not None:
-                part.acked = part.txn_last
-                part.stats.position = part.txn_last + 1
-                part.txn_last = None
-        self._drain_acks()  # the commit served the transaction's last delivery reports
-        if self.s.emit_offset_syncs_enabled:
-            for part, up, down, count in self._txn_syncs:
-                if self._parts.get(part.key) is part:
-                    self.emitter.record_run(
-                        part.tp, up, down, count, on_due=self._send_offset_syncs
-                    )
-        self._txn_syncs.clear()
-        if time.monotonic() - self._last_flush >= self.s.offset_flush_interval:
-            self.emitter.promote_delayed()
-            self._last_flush = time.monotonic()
-        self._send_offset_syncs()
-
-    def _abort_transaction(self) -> None:
-        try:
-            self._producer.abort_transaction(self.s.admin_timeout)
-        finally:
-            self._txn_open = False
-            self._txn_syncs.clear()
-            for part in self._parts.values():
-                part.txn_last = None
-                part.blocked_at = None
-                start = 0 if part.acked is None else part.acked + 1
-                if part.acked is None:
-                    self._seek(part, OFFSET_BEGINNING)
-                else:
-                    self._seek(part, start)
-            for part in self._parts.values():
-                part.clear_inflight()
-            self._ready.clear()
+    def _rewind(self, part: PartitionProgress) -> None:
+        """After an aborted transaction: fetch ``part`` again from its committed position."""
+        assert isinstance(part, _Part)
+        self._seek(part, OFFSET_BEGINNING if part.acked is None else part.acked + 1)
 
     # -- failures --------------------------------------------------------------------------------
 
@@ -1015,7 +828,7 @@ class Copier:
         with contextlib.suppress(KafkaException):
             self._consumer.pause([ktp])
         part.blocked_at = offset if part.blocked_at is None else min(part.blocked_at, offset)
-        if self.s.exactly_once_enabled and self._txn_open and from_delivery:
+        if self.committer.in_transaction and from_delivery:
             return  # the commit will fail and abort; positions roll back there
         self._seek(part, part.blocked_at)
 
@@ -1041,6 +854,7 @@ class Copier:
             self._on_out_of_range(msg.topic(), msg.partition(), err)
             return
         if err.fatal():
+            self._fatal["source"] = err
             raise KafkaException(err)
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             log.warning(
@@ -1084,7 +898,7 @@ class Copier:
         self.emitter.reset(part.tp)  # the next record starts a new chain of offset syncs
         self._seek(part, resume)
         part.acked = resume - 1 if resume > 0 else None
-        self._dirty.add(part.key)
+        self.committer.moved(part.key)
 
     # -- offset syncs and lag ----------------------------------------------------------------------
 
@@ -1122,7 +936,7 @@ class Copier:
             consumed = []
         for ktp in consumed:
             part = self._parts.get((ktp.topic, ktp.partition))
-            committed = not (self.s.exactly_once_enabled and self._txn_open)
+            committed = not self.committer.in_transaction
             if (
                 part is not None
                 and committed

@@ -1,0 +1,223 @@
+"""The committers without a broker: acknowledged records become positions and offset syncs, written
+every flush (at-least-once) or with the transaction that holds them (exactly-once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mirrorlib import MirrorConfig
+from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import PartitionStats
+from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.kafka.commit import (
+    Committer,
+    PositionCommitter,
+    TransactionCommitter,
+    committer_for,
+)
+
+KEY = ("t", 0)
+
+
+class Report:
+    def __init__(self, offset: int, error: object | None = None) -> None:
+        self._offset, self._error = offset, error
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> object | None:
+        return self._error
+
+
+class Refusal:
+    def str(self) -> str:
+        return "Broker: Not enough replicas"
+
+
+class Positions:
+    """What a committer uses of a PositionStore."""
+
+    topic = "mm2-offsets.A.internal"
+
+    def __init__(self) -> None:
+        self.remembered: dict[tuple[str, int], int] = {}
+
+    def records(self, positions: list[tuple[str, int, int]]) -> list[tuple[int, bytes, bytes]]:
+        return [(0, f"{t}-{p}".encode(), str(o).encode()) for t, p, o in positions]
+
+    def remember(self, topic: str, partition: int, offset: int) -> None:
+        self.remembered[(topic, partition)] = offset
+
+
+class Producer:
+    """Keeps the position records produced and their delivery callbacks."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes, Any]] = []
+        self.calls: list[str] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, **kw: Any) -> None:
+        self.produced.append((topic, value, kw["on_delivery"]))
+
+    def flush(self, _timeout: float) -> int:
+        self.calls.append("flush")
+        return 0
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def commit_transaction(self, _timeout: float) -> None:
+        self.calls.append("commit")
+
+    def abort_transaction(self, _timeout: float) -> None:
+        self.calls.append("abort")
+
+
+class Flow:
+    """A committer with its partition, emitter, sync sender and rewinds."""
+
+    def __init__(self, **extra: str) -> None:
+        props = {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:2",
+            "A->B.enabled": "true",
+            "offset.lag.max": "10",
+            **extra,
+        }
+        cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+        self.settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+        self.emitter = OffsetSyncEmitter(offset_lag_max=self.settings.offset_lag_max)
+        self.part = PartitionProgress(KEY, PartitionStats("A.t"), lambda _: None)
+        self.parts = {KEY: self.part}
+        self.positions = Positions()
+        self.sent: list[tuple[int, int]] = []
+        self.rewound: list[PartitionProgress] = []
+        self.drained = 0
+        self.committer: Committer = committer_for(self.settings)(
+            self.settings,
+            self.positions,  # type: ignore[arg-type]
+            self.emitter,
+            self.parts,
+            send_syncs=self.send_syncs,
+            drain_acks=self.drain,
+            rewind=self.rewound.append,
+        )
+        self.producer = Producer()
+        self.committer.open(self.producer)
+
+    def send_syncs(self) -> None:  # takes every due sync at once, as OffsetSyncWriter does
+        self.sent += [
+            (e.sync.upstream_offset, e.sync.downstream_offset) for e in self.emitter.take_pending()
+        ]
+
+    def drain(self) -> None:
+        self.drained += 1
+
+    def acknowledge(self, upstream: list[int], downstream: list[int]) -> Acknowledged:
+        part: InFlight = self.part
+        for up in upstream:
+            part.produced(up)
+        for down in downstream:
+            part.on_delivery(None, Report(down))
+        acks = part.take(None)
+        assert acks is not None
+        self.committer.acknowledged(self.part, acks)
+        return acks
+
+
+def test_the_flow_picks_its_committer() -> None:
+    assert isinstance(Flow().committer, PositionCommitter)
+    eos = Flow(**{"B.exactly.once.source.support": "enabled"}).committer
+    assert isinstance(eos, TransactionCommitter)
+
+
+def test_an_acknowledged_run_moves_the_position_and_sends_every_due_sync() -> None:
+    flow = Flow()
+    flow.acknowledge(list(range(100, 150)), list(range(1000, 1050)))
+    committer = flow.committer
+    assert isinstance(committer, PositionCommitter)
+    assert flow.part.acked == 149 and flow.part.stats.position == 150
+    assert committer.unwritten == {KEY}
+    # offset.lag.max=10: the first record, then every 11 records (as one record() per record)
+    assert flow.sent == [(100, 1000), (111, 1011), (122, 1022), (133, 1033), (144, 1044)]
+    flow.emitter.promote_delayed()
+    flow.send_syncs()
+    assert flow.sent[-1] == (149, 1049)
+
+
+def test_gaps_are_recorded_one_record_at_a_time() -> None:
+    flow = Flow()
+    flow.acknowledge([0, 1, 2, 5, 6], [0, 1, 2, 3, 4])  # compaction gap upstream
+    assert flow.part.acked == 6
+    # the upstream gap makes the record at 5 due (MM2's rule), as one record() each would
+    assert flow.sent == [(0, 0), (5, 3)]
+
+
+def test_positions_are_written_every_flush_and_a_refused_one_again() -> None:
+    flow = Flow()
+    committer = flow.committer
+    assert isinstance(committer, PositionCommitter)
+    flow.acknowledge([0, 1, 2], [0, 1, 2])
+    committer.tick(0.0)  # the flush interval has not passed
+    assert not flow.producer.produced
+    committer.checkpoint()
+    assert flow.drained == 1  # the delivery reports served by the flush are matched first
+    [(topic, value, report)] = flow.producer.produced
+    assert topic == "mm2-offsets.A.internal" and value == b"2"
+    assert flow.positions.remembered == {KEY: 2} and committer.unwritten == frozenset()
+    report(Refusal(), None)  # the position was not written
+    assert committer.unwritten == {KEY}
+    committer.forget({KEY})
+    assert committer.unwritten == frozenset()
+
+
+def test_nothing_is_written_while_the_clients_are_closed() -> None:
+    flow = Flow()
+    flow.acknowledge([0], [0])
+    flow.committer.close()
+    flow.committer.checkpoint(final=True)
+    assert not flow.producer.produced and not flow.producer.calls
+
+
+def test_exactly_once_moves_positions_and_syncs_only_when_the_transaction_commits() -> None:
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    assert isinstance(committer, TransactionCommitter)
+    committer.begin()
+    committer.begin()  # one transaction at a time
+    assert committer.in_transaction and flow.producer.calls == ["begin"]
+    flow.part.txn_last = 4
+    flow.acknowledge([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
+    assert committer.pending_syncs == [(flow.part, 0, 0, 5)]
+    assert flow.part.acked is None and not flow.sent  # nothing counts before the commit
+    committer.checkpoint()
+    assert flow.producer.calls == ["begin", "commit"] and not committer.in_transaction
+    [(_, value, _)] = flow.producer.produced  # the position went into the transaction
+    assert value == b"4" and flow.positions.remembered == {KEY: 4}
+    assert flow.part.acked == 4 and flow.part.stats.position == 5 and flow.part.txn_last is None
+    assert flow.sent == [(0, 0)] and not committer.pending_syncs
+
+
+@pytest.mark.parametrize("how", ["abort", "lost"])
+def test_an_aborted_transaction_rewinds_every_partition(how: str) -> None:
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    assert isinstance(committer, TransactionCommitter)
+    committer.begin()
+    flow.part.txn_last = 1
+    flow.part.produced(2)  # still in flight
+    flow.acknowledge([0, 1], [0, 1])
+    if how == "abort":
+        committer.abort()
+    else:
+        committer.lost()
+    assert flow.producer.calls == ["begin", "abort"] and not committer.in_transaction
+    assert flow.rewound == [flow.part] and flow.part.outstanding == 0
+    assert flow.part.txn_last is None and flow.part.acked is None and not committer.pending_syncs
+    committer.lost()  # no transaction open: nothing to abort
+    assert flow.producer.calls == ["begin", "abort"]

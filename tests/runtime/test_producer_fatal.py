@@ -1,0 +1,150 @@
+"""A fatal error of the copier's producer recreates its clients: copying resumes from the stored
+positions, with nothing lost (and, exactly-once, nothing duplicated)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, cimpl
+
+import mirrorlib.kafka.copier
+from mirrorlib import MirrorConfig, Replicator
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.testing import BaseCluster, ClusterSet
+from tests.runtime.conftest import config, produce, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+FATAL = "fatal error of the producer to B"
+
+
+class Errors:
+    """Collects the flow's status errors on a background thread (a restart's error is cleared
+    as soon as the new clients are open)."""
+
+    def __init__(self, replicator: Replicator) -> None:
+        self.seen: list[str] = []
+        self._r = replicator
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.seen += [e for s in self._r.status() for e in s.errors]
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.seen
+
+
+@pytest.fixture
+def record_producers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Producer]]:
+    """The record producers the copier creates, in order."""
+    created: list[Producer] = []
+
+    class Recorded(Producer):  # type: ignore[misc]
+        def __init__(self, conf: dict[str, Any]) -> None:
+            super().__init__(conf)
+            created.append(self)
+
+    monkeypatch.setattr(mirrorlib.kafka.copier, "Producer", Recorded)
+    yield created
+
+
+def provoke_fatal_error(producer: Producer, code: int) -> None:
+    """Raise a fatal error in ``producer`` as librdkafka does itself (its test hook
+    ``rd_kafka_test_fatal_error``); confluent-kafka exposes no way to, so its client handle (the
+    pointer after the Python object header) is passed to librdkafka through ctypes."""
+    # The handle's place is confluent-kafka's C struct (``PyObject_HEAD; rd_kafka_t *rk``), the
+    # same in every 2.x release; on another major version, skip rather than touch a wrong pointer.
+    if not confluent_kafka.version()[0].startswith("2."):
+        pytest.skip(f"handle layout not known for confluent-kafka {confluent_kafka.version()[0]}")
+    lib = ctypes.CDLL(cimpl.__file__)  # librdkafka's symbols, through the loaded extension
+    header = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+    rk = ctypes.c_void_p.from_address(id(producer) + header).value
+    lib.rd_kafka_name.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_name.restype = ctypes.c_char_p
+    name = lib.rd_kafka_name(rk)
+    if b"#producer-" not in (name or b""):  # librdkafka names it <client.id>#producer-<n>
+        pytest.skip(f"cannot reach librdkafka's producer handle (found {name!r})")
+    lib.rd_kafka_test_fatal_error.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
+    assert lib.rd_kafka_test_fatal_error(rk, code, b"provoked by the test") == 0
+
+
+def counts(target: BaseCluster, topic: str) -> Counter[int]:
+    """How often each value of ``topic`` is on the target (``read_committed``)."""
+    try:
+        records = read_all(target, f"A.{topic}", read_committed=True)
+    except KafkaException:  # the remote topic is not created yet
+        return Counter()
+    return Counter(int(m.value()) for m in records)
+
+
+def run(
+    clusters: ClusterSet, topic: str, cfg: MirrorConfig, fail: Callable[[], None]
+) -> tuple[Counter[int], list[str]]:
+    """Replicate 0..199 of ``topic``, calling ``fail()`` once the first 100 arrived; returns the
+    target's records and the status errors seen after ``fail()``."""
+    a, b = clusters
+    a.create_topic(topic, 2)
+    produce(a, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(100)])
+    with Replicator(cfg) as r:
+        wait_for("the first 100 records on B", lambda: len(counts(b, topic)) >= 100)
+        errors = Errors(r)
+        fail()
+        produce(a, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(100, 200)])
+        # resumes within seconds: the first restart waits the back-off's base, 1 s
+        wait_for(
+            "every record on B after the fatal error", lambda: len(counts(b, topic)) >= 200, 30
+        )
+        seen = errors.stop()
+    return counts(b, topic), seen
+
+
+def test_a_fenced_exactly_once_producer_is_recreated(two_clusters: ClusterSet) -> None:
+    topic = "fenced.t"
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": "fenced\\..*",
+            "B.exactly.once.source.support": "enabled",
+            "transaction.boundary.interval.ms": "300",
+        },
+    )
+    settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+
+    def fence() -> None:  # a second producer with the copier's transactional.id fences it
+        _, b = two_clusters
+        rival = Producer({**b.client_config(), "transactional.id": settings.transactional_id})
+        rival.init_transactions(30)
+
+    got, seen = run(two_clusters, topic, cfg, fence)
+    assert any(FATAL in e and "FENCED" in e for e in seen), seen
+    assert sorted(got) == list(range(200))
+    dupes = {i: c for i, c in got.items() if c > 1}
+    assert not dupes, f"read_committed sees duplicates: {dupes}"
+
+
+def test_a_fatal_idempotence_error_recreates_the_producer(
+    two_clusters: ClusterSet, record_producers: list[Producer]
+) -> None:
+    topic = "fatal.t"
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "fatal\\..*"})
+
+    def fail() -> None:
+        provoke_fatal_error(record_producers[-1], KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+
+    got, seen = run(two_clusters, topic, cfg, fail)
+    assert any(f"{FATAL}: OUT_OF_ORDER_SEQUENCE_NUMBER" in e for e in seen), seen
+    assert len(record_producers) >= 2  # a new producer replaced the dead one
+    missing = [i for i in range(200) if got[i] == 0]
+    assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -65,6 +66,12 @@ def components(flow: FlowRunner[Any]) -> set[str]:
     }
 
 
+def fresh_prefix() -> str:
+    """A thread prefix of this test alone: threads an earlier test's flow A->B may still be
+    ending (the join of a stop is bounded) must not count as this runner's."""
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
 def unreachable_runner(thread_prefix: str = "mirrorlib") -> FlowRunner[RecordingPlane]:
     """A runner for A->B whose clusters never answer (nothing listens on port 1)."""
     cfg = MirrorConfig.from_properties(
@@ -105,7 +112,7 @@ def test_background_start_retries_the_clusters_in_a_main_thread_until_stopped() 
 
 
 def test_blocking_start_raises_when_stopped_before_the_internal_topics_exist() -> None:
-    runner = unreachable_runner()
+    runner = unreachable_runner(thread_prefix=fresh_prefix())
     stopper = threading.Timer(0.5, runner.request_stop)
     stopper.start()
     try:
@@ -127,7 +134,9 @@ def test_components_start_around_the_data_plane_and_stop_after_it(
     two_clusters: ClusterSet,
 ) -> None:
     cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "flowrunner\\..*"})
-    runner = FlowRunner(FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane())
+    runner = FlowRunner(
+        FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane(), thread_prefix=fresh_prefix()
+    )
     plane = runner.data_plane
     try:
         runner.start_blocking()
@@ -155,7 +164,9 @@ def test_components_start_around_the_data_plane_and_stop_after_it(
 @pytest.mark.integration
 def test_a_heartbeats_only_pair_runs_no_data_plane(two_clusters: ClusterSet) -> None:
     cfg = config(two_clusters, [])
-    runner = FlowRunner(FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane())
+    runner = FlowRunner(
+        FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane(), thread_prefix=fresh_prefix()
+    )
     try:
         runner.start_blocking()
         assert components(runner) == {"heartbeats"}

@@ -82,6 +82,7 @@ def test_local_up_run_status_verify_failover_down(tmp_path: Path) -> None:
                 time.sleep(1)
             status = _mirrorlib("status", config, cwd=tmp_path)
             assert status.returncode == EXIT_OK and "A->B: running" in status.stdout
+            assert "warning" not in status.stderr  # the written file is clean
         finally:
             run.send_signal(signal.SIGINT)
             assert run.wait(30) == EXIT_OK, (tmp_path / "run.log").read_text()

@@ -117,12 +117,17 @@ def _next_steps(directory: Path, *, sample: bool, aliases: list[str] | None = No
 
 def _write_config(directory: Path, state: Any) -> Path:
     """``DIR/mm2.properties``: the first cluster to the second, for one broker each."""
+    from mirrorlib.core.config import MirrorConfig
     from mirrorlib.testing.mm2 import mm2_properties
 
     conns = {c.alias: {"bootstrap.servers": c.bootstrap_servers} for c in state.clusters}
     aliases = list(conns)
     props = mm2_properties(conns, [(aliases[0], aliases[1])], interval_seconds=2,
                            offset_flush_interval_ms=2000)  # fmt: skip
+    # mm2_properties also serves the real MM2 (Connect worker settings mirrorlib has no use for):
+    # a file written for mirrorlib holds nothing that every command would warn about
+    warned = {w.key for w in MirrorConfig.from_properties(props).warnings}
+    props = {key: value for key, value in props.items() if key not in warned}
     path = directory / CONFIG_FILE
     header = (
         f"# written by `mirrorlib local up` for the local clusters {', '.join(aliases)}\n"

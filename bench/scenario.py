@@ -103,6 +103,8 @@ class FailoverGroup(threading.Thread):
         self.stop_at = float("inf")
         self.committed: dict[int, int] = {}
         self.stopped = threading.Event()
+        # seconds from the final commit to the moment the immediate failover read began
+        self.immediate_after_s: float | None = None
 
     def run(self) -> None:
         last_commit = time.monotonic()
@@ -116,9 +118,11 @@ class FailoverGroup(threading.Thread):
         final = [p for p in positions if p.offset >= 0]
         if final:
             self.consumer.commit(offsets=final, asynchronous=False)
+        committed_at = time.monotonic()
         self.committed = {p.partition: p.offset for p in final}
         self.consumer.close()
         if self.on_stop is not None:
+            self.immediate_after_s = round(time.monotonic() - committed_at, 3)
             try:
                 self.immediate = self.on_stop()
             except Exception as exc:  # no checkpoint yet: nothing to fail over to
@@ -256,7 +260,10 @@ def run_scenario(
         if group is not None:
             group.stopped.wait(60)
             alias = contender.source_alias
-            fo: dict[str, Any] = {"committed": group.committed}
+            fo: dict[str, Any] = {
+                "committed": group.committed,
+                "immediate_after_s": group.immediate_after_s,
+            }
             imm = group.immediate
             if group.immediate_error:
                 fo["immediate_error"] = group.immediate_error

@@ -3,8 +3,10 @@
 Metrics follow MM2's names and tags (``record-count``, ``record-age-ms``,
 ``replication-latency-ms``, ``byte-rate``/``byte-count``, ``checkpoint-latency-ms``; tagged by
 source, target, remote topic and partition) and add what MM2 lacks: replication lag in records
-(``replication-lag-records``) and in seconds (``replication-lag-seconds``) per partition, and the
-offset ranges lost to source truncation (``lost-records``).
+(``replication-lag-records``) and in seconds (``replication-lag-seconds``) per partition, the
+offset ranges lost to source truncation (``lost-records``), and how fresh checkpoints are
+(``checkpoint-commit-age-seconds``, ``checkpoint-sync-age-seconds``; defined in
+:mod:`mirrorlib.runtime.checkpoints`).
 """
 
 from __future__ import annotations
@@ -155,6 +157,9 @@ class StatsRegistry:
         self.checkpoints_emitted = 0
         self.offset_syncs_emitted = 0
         self.checkpoint_latency = _Window()
+        # see mirrorlib.runtime.checkpoints: commit -> checkpoint bound, and the syncs' age
+        self.checkpoint_commit_age = _Window()
+        self.checkpoint_sync_age = _Window()
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
@@ -255,6 +260,14 @@ class StatsRegistry:
                 out.append(Metric("replication-lag-seconds", tags, ps.lag_seconds))
         out.extend(
             Metric(n, base, v) for n, v in self.checkpoint_latency.items("checkpoint-latency-ms")
+        )
+        out.extend(
+            Metric(n, base, v)
+            for n, v in self.checkpoint_commit_age.items("checkpoint-commit-age-seconds")
+        )
+        out.extend(
+            Metric(n, base, v)
+            for n, v in self.checkpoint_sync_age.items("checkpoint-sync-age-seconds")
         )
         out.append(Metric("checkpoint-count", base, self.checkpoints_emitted))
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))

@@ -24,6 +24,7 @@ from mirrorlib.core.checkpointing import (
     CheckpointStore,
     checkpoints_for_group,
     group_offsets_to_sync,
+    next_emission,
     rename_topic,
 )
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
@@ -45,15 +46,6 @@ log = logging.getLogger(__name__)
 _FOLLOW_WAIT: Final = 0.2
 #: Offset syncs taken from the consumer at a time.
 _SYNC_BATCH: Final = 10_000
-
-
-def _next_run(due: float, interval: float, now: float) -> float:
-    """The next due time of a fixed-rate task last due at ``due``: the first ``due + k *
-    interval`` (k >= 1) after ``now``, so a slow cycle skips slots instead of drifting."""
-    if interval <= 0:
-        return now
-    missed = max(int((now - due) // interval), 0)
-    return due + (missed + 1) * interval
 
 
 @attrs.frozen
@@ -186,7 +178,7 @@ class CheckpointTask:
                     next_groups = now + s.refresh_groups_interval
                 if now >= next_emit:
                     self._emit(source_groups, producer, syncs_log)
-                    next_emit = _next_run(next_emit, s.emit_checkpoints_interval, time.monotonic())
+                    next_emit = next_emission(next_emit, s.emit_checkpoints_interval, time.monotonic())
                 if s.sync_group_offsets_enabled and now >= next_sync:
                     self._sync_group_offsets(target_groups)
                     next_sync = now + s.sync_group_offsets_interval

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, CodecError, Replicator
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "cfresh.events"
 REMOTE = f"A.{TOPIC}"
 GROUP = "cfresh-group"
+CHECKPOINTS = "A.checkpoints.internal"
 PARTITIONS = 2
 INTERVAL = 1.0  # emit.checkpoints.interval.seconds (conftest.FAST)
 OFFSET_LAG_MAX = 100  # MM2's default, not overridden
@@ -51,7 +52,7 @@ class _CheckpointReader(threading.Thread):
     def __init__(self, bootstrap: dict[str, str]) -> None:
         super().__init__(daemon=True, name="checkpoints")
         self.consumer = Consumer({**bootstrap, "group.id": "cfresh-reader"})
-        self.consumer.assign([KafkaTopicPartition("A.checkpoints.internal", 0, OFFSET_END)])
+        self.consumer.assign([KafkaTopicPartition(CHECKPOINTS, 0, OFFSET_BEGINNING)])
         self.seen: list[tuple[float, Checkpoint]] = []
         self.stop = threading.Event()
 
@@ -76,8 +77,7 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
     a.create_topic(TOPIC, PARTITIONS)
     load = _Load(a.client_config())
     load.start()
-    reader = _CheckpointReader(b.client_config())
-    reader.start()
+    reader: _CheckpointReader | None = None
     cfg = config(
         two_clusters, ["A->B"], **{"A->B.topics": "cfresh\\..*", "A->B.groups": "cfresh-.*"}
     )
@@ -85,8 +85,12 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
     try:
         with Replicator(cfg) as r:
             wait_for("records on B", lambda: sum(end_offsets(b, REMOTE).values()) > 0)
+            wait_for("the checkpoints topic", lambda: end_offsets(b, CHECKPOINTS))
+            reader = _CheckpointReader(b.client_config())
+            reader.start()
             commit_group(a, GROUP, TOPIC, {p: 0 for p in range(PARTITIONS)})
-            wait_for("the group's first checkpoint", lambda: reader.seen)
+            seen = reader.seen
+            wait_for("the group's first checkpoint", lambda: seen)
             # The group trails replication by REPLICATED_BEFORE and commits every 0.2 s.
             observed: list[tuple[float, dict[int, int]]] = []
             until = time.monotonic() + 8.0
@@ -98,12 +102,14 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
                     commits.append((time.monotonic(), due[-1]))
                 time.sleep(0.2)
             time.sleep(INTERVAL + SLACK)
-            metrics = {m.name: m.value for m in r.metrics()}
+            metrics = {m.name: m.value for m in r.metrics() if ("source", "A") in m.tags}
     finally:
         load.stop.set()
-        reader.stop.set()
         load.join(30)
-        reader.join(10)
+        if reader is not None:
+            reader.stop.set()
+            reader.join(10)
+    assert reader is not None
     assert len(commits) >= 20
     late: list[Any] = []
     for committed_at, offsets in commits:
@@ -124,3 +130,4 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
     )
     assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= INTERVAL + SLACK
     assert metrics["checkpoint-sync-age-seconds-max"] >= 0
+    assert metrics["checkpoint-count"] >= len({cp for _, cp in reader.seen})

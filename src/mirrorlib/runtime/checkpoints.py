@@ -178,7 +178,9 @@ class CheckpointTask:
                     next_groups = now + s.refresh_groups_interval
                 if now >= next_emit:
                     self._emit(source_groups, producer, syncs_log)
-                    next_emit = next_emission(next_emit, s.emit_checkpoints_interval, time.monotonic())
+                    next_emit = next_emission(
+                        next_emit, s.emit_checkpoints_interval, time.monotonic()
+                    )
                 if s.sync_group_offsets_enabled and now >= next_sync:
                     self._sync_group_offsets(target_groups)
                     next_sync = now + s.sync_group_offsets_interval

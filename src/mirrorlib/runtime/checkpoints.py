@@ -1,9 +1,14 @@
 """Checkpoints and group offset sync for a flow A->B (MM2's MirrorCheckpointConnector/Task).
 
-Every ``emit.checkpoints.interval.seconds`` the committed offsets of each consumer group on A
-that passes the group filter are translated to B's offsets with an
-:class:`~mirrorlib.core.translate.OffsetTranslator` fed from the offset-syncs topic, and written as
-:class:`~mirrorlib.core.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Existing
+Every ``emit.checkpoints.interval.seconds``, at a fixed rate, the committed offsets of each
+consumer group on A that passes the group filter are read, the offset-syncs topic is read to its
+end, and the offsets are translated to B's offsets with an
+:class:`~mirrorlib.core.translate.OffsetTranslator` fed from the offset syncs, and written as
+:class:`~mirrorlib.core.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Between
+emissions the task keeps following the offset-syncs topic. So a commit is on B within one interval
+plus one emission cycle, translated with every sync written before its group was read (the
+metrics ``checkpoint-commit-age-seconds`` and ``checkpoint-sync-age-seconds`` measure both; see
+:class:`_Ages`). Existing
 checkpoints are loaded first, so a restarted replicator never moves a checkpoint backwards
 (except after an upstream rewind of the group, as in MM2). A checkpoint counts as emitted only
 once B acknowledged it: one whose write failed is emitted again on the next cycle, even for an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import sys
@@ -76,8 +77,67 @@ class LatencyReader(threading.Thread):
         return out
 
 
+class CheckpointMark:
+    """The checkpoints present on B at one moment: :meth:`capture` takes the end offset of the
+    checkpoints topic (one request on a connection opened beforehand), :meth:`read` later reads
+    the group's checkpoints below it. Reading the whole topic at the moment of the stop instead
+    takes 0.5-4 s on a loaded machine, and checkpoints written meanwhile would count as present
+    at the stop."""
+
+    def __init__(self, b: BaseCluster, alias: str, group: str) -> None:
+        self.group = group
+        self.tp = TopicPartition(f"{alias}.checkpoints.internal", 0)
+        self.consumer = Consumer(
+            {"bootstrap.servers": b.bootstrap_servers, "group.id": "bench-mark", "log_level": 3}
+        )
+        self.end: int | None = None
+        self.capture_s: float | None = None  # how long capturing took
+        with contextlib.suppress(Exception):  # open the connection now, not at the stop
+            self.consumer.get_watermark_offsets(self.tp, timeout=10, cached=False)
+
+    def capture(self) -> None:
+        began = time.monotonic()
+        self.end = int(self.consumer.get_watermark_offsets(self.tp, timeout=10, cached=False)[1])
+        self.capture_s = round(time.monotonic() - began, 3)
+
+    def read(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(downstream, upstream) offset per partition of the group's last checkpoints."""
+        from mirrorlib import Checkpoint, CodecError
+
+        down: dict[int, int] = {}
+        up: dict[int, int] = {}
+        end = self.end or 0
+        if end <= 0:
+            return down, up
+        self.consumer.assign([TopicPartition(self.tp.topic, 0, 0)])
+        deadline = time.monotonic() + 60
+        position = 0
+        while position < end and time.monotonic() < deadline:
+            for m in self.consumer.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                position = m.offset() + 1
+                if m.offset() >= end:
+                    break
+                try:
+                    cp = Checkpoint.decode(m.key(), m.value())
+                except CodecError:
+                    continue
+                if cp.group == self.group:
+                    down[cp.partition] = cp.downstream_offset
+                    up[cp.partition] = cp.upstream_offset
+        return down, up
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 class FailoverGroup(threading.Thread):
-    """A consumer group on A that consumes, commits, and stops at a chosen moment."""
+    """A consumer group on A that consumes, commits, and stops at a chosen moment.
+
+    At the stop it commits its position, then marks the checkpoints present on B right then
+    (``mark``); ``on_stop`` (the old "immediate" measurement) then reads them with
+    ``MirrorClient``, which sees the checkpoints written while it reads, too."""
 
     def __init__(
         self,
@@ -85,10 +145,13 @@ class FailoverGroup(threading.Thread):
         topic: str,
         group: str,
         on_stop: Callable[[], dict[int, int]] | None = None,
+        mark: CheckpointMark | None = None,
     ) -> None:
         super().__init__(daemon=True, name="failover-group")
         self.on_stop = on_stop
-        self.immediate: dict[int, int] = {}
+        self.mark = mark
+        self.at_read: dict[int, int] = {}
+        self.at_read_s: float | None = None  # from the final commit to the end of that read
         self.immediate_error: str | None = None
         self.consumer = Consumer(
             {
@@ -116,14 +179,18 @@ class FailoverGroup(threading.Thread):
         final = [p for p in positions if p.offset >= 0]
         if final:
             self.consumer.commit(offsets=final, asynchronous=False)
+        committed_at = time.monotonic()
+        if self.mark is not None:
+            self.mark.capture()  # failover at that moment: the checkpoints B holds right then
         self.committed = {p.partition: p.offset for p in final}
         self.consumer.close()
         if self.on_stop is not None:
             try:
-                self.immediate = self.on_stop()
+                self.at_read = self.on_stop()
             except Exception as exc:  # no checkpoint yet: nothing to fail over to
-                self.immediate = {}
+                self.at_read = {}
                 self.immediate_error = f"{type(exc).__name__}: {exc}"
+            self.at_read_s = round(time.monotonic() - committed_at, 3)
         self.stopped.set()
 
 
@@ -232,8 +299,8 @@ def run_scenario(
                 a,
                 topic,
                 f"{prefix}fo",
-                # failover at that moment: the checkpoints B holds right then
                 on_stop=lambda: _translate(b, contender.source_alias, f"{prefix}fo"),
+                mark=CheckpointMark(b, contender.source_alias, f"{prefix}fo"),
             )
             if contender.checkpoints
             else None
@@ -256,8 +323,19 @@ def run_scenario(
         if group is not None:
             group.stopped.wait(60)
             alias = contender.source_alias
-            fo: dict[str, Any] = {"committed": group.committed}
-            imm = group.immediate
+            mark = group.mark
+            assert mark is not None
+            imm, imm_up = mark.read()
+            mark.close()
+            fo: dict[str, Any] = {
+                "committed": group.committed,
+                # the checkpoints present at the stop: what they translate, how long marking took
+                "immediate_checkpointed_upstream": imm_up,
+                "immediate_mark_s": mark.capture_s,
+                # the previous measurement: MirrorClient read after the stop (sees later ones)
+                "translated_at_read": group.at_read,
+                "at_read_s": group.at_read_s,
+            }
             if group.immediate_error:
                 fo["immediate_error"] = group.immediate_error
             deadline = time.monotonic() + 30
@@ -281,6 +359,7 @@ def run_scenario(
                 true_downstream=truth,
                 reread_settled=sum(truth[p] - settled.get(p, 0) for p in truth),
                 reread_immediate=sum(truth[p] - imm.get(p, 0) for p in truth),
+                reread_at_read=sum(truth[p] - group.at_read.get(p, 0) for p in truth),
                 skipped=sum(max(settled.get(p, 0) - truth[p], 0) for p in truth),
             )
             result["failover"] = fo

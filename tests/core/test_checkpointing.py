@@ -13,6 +13,7 @@ from mirrorlib.core.checkpointing import (
     CheckpointStore,
     checkpoints_for_group,
     group_offsets_to_sync,
+    next_emission,
     rename_topic,
 )
 from mirrorlib.core.translate import OffsetTranslator
@@ -95,3 +96,15 @@ def test_group_offset_sync_never_rewinds() -> None:
         TopicPartition("A.t", 1): OffsetAndMetadata(51),
         TopicPartition("A.t", 2): OffsetAndMetadata(7),
     }
+
+
+def test_next_emission_keeps_a_fixed_rate() -> None:
+    # on time (or early): one interval after the previous due time, not after "now"
+    assert next_emission(10.0, 1.0, 10.3) == 11.0
+    assert next_emission(10.0, 1.0, 9.0) == 11.0
+    # a slow cycle skips the slots it missed instead of drifting
+    assert next_emission(10.0, 1.0, 11.0) == 12.0
+    assert next_emission(10.0, 1.0, 12.5) == 13.0
+    assert next_emission(10.0, 60.0, 10.001) == 70.0
+    # no interval: due again now
+    assert next_emission(10.0, 0.0, 12.5) == 12.5

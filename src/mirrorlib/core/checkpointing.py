@@ -10,6 +10,8 @@
   more recent than the stored checkpoint (first, upstream rewind, or downstream advance).
 * :func:`group_offsets_to_sync` — which translated offsets may be written to the target group:
   only for groups that are empty or absent there, only forward (never rewinds a target group).
+* :func:`next_emission` — when checkpoints are due next: at a fixed rate, so a commit waits at
+  most one ``emit.checkpoints.interval.seconds`` for the read of its group's offsets.
 """
 
 from __future__ import annotations
@@ -23,8 +25,20 @@ __all__ = [
     "CheckpointStore",
     "checkpoints_for_group",
     "group_offsets_to_sync",
+    "next_emission",
     "rename_topic",
 ]
+
+
+def next_emission(due: float, interval: float, now: float) -> float:
+    """The next due time of checkpoints last due at ``due``, at a fixed rate of ``interval``
+    seconds: the first ``due + k * interval`` (``k >= 1``) after ``now``. A cycle that took
+    longer than the interval skips the slots it missed instead of shifting all later ones, and
+    ``interval <= 0`` means "again now"."""
+    if interval <= 0:
+        return now
+    missed = max(int((now - due) // interval), 0)
+    return due + (missed + 1) * interval
 
 
 def rename_topic(policy: ReplicationPolicy, source: str, target: str, topic: str) -> str:

@@ -6,7 +6,9 @@ Two views of the same counters:
 * :meth:`StatsRegistry.metrics` — MM2's metric names and tags (``record-count``,
   ``record-age-ms``, ``replication-latency-ms``, ``byte-rate``/``byte-count``,
   ``checkpoint-latency-ms``; tagged by source, target, remote topic and partition) plus what MM2
-  lacks: replication lag in records and seconds and ``lost-records``;
+  lacks: replication lag in records and seconds, ``lost-records``, and how fresh checkpoints are
+  (``checkpoint-commit-age-seconds``, ``checkpoint-sync-age-seconds``; defined in
+  :mod:`mirrorlib.runtime.checkpoints`);
 * :meth:`StatsRegistry.families` — the same data following Prometheus' conventions (counters
   ``_total``, seconds, histograms), described by :data:`METRICS` with the MM2 name each one maps to.
 
@@ -436,6 +438,9 @@ class StatsRegistry:
         self.checkpoints_emitted = 0
         self.offset_syncs_emitted = 0
         self.checkpoint_latency = _Window(Histogram())
+        # see mirrorlib.runtime.checkpoints: commit -> checkpoint bound, and the syncs' age
+        self.checkpoint_commit_age = _Window()
+        self.checkpoint_sync_age = _Window()
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
@@ -589,6 +594,14 @@ class StatsRegistry:
                 out.append(Metric("replication-lag-seconds", tags, ps.lag_seconds))
         out.extend(
             Metric(n, base, v) for n, v in self.checkpoint_latency.items("checkpoint-latency-ms")
+        )
+        out.extend(
+            Metric(n, base, v)
+            for n, v in self.checkpoint_commit_age.items("checkpoint-commit-age-seconds")
+        )
+        out.extend(
+            Metric(n, base, v)
+            for n, v in self.checkpoint_sync_age.items("checkpoint-sync-age-seconds")
         )
         out.append(Metric("checkpoint-count", base, self.checkpoints_emitted))
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))

@@ -24,6 +24,9 @@ __all__ = ["Record", "TopicLog"]
 
 Record = Any  # a confluent_kafka.Message without error
 
+#: Longest wait of one consume call while reading to the end (see TopicLog.read_to_end).
+_READ_WAIT = 0.05
+
 # librdkafka consumer-only properties, left out of the AdminClient built from a consumer config
 _CONSUMER_ONLY = frozenset(
     {
@@ -166,7 +169,9 @@ class TopicLog:
                     f"cluster {self.alias}: reading {self.topic} to its end timed out after "
                     f"{timeout:.0f}s (partitions not caught up: {sorted(pending)})"
                 )
-            for msg in self._consumer.consume(batch, timeout=min(0.5, remaining)):
+            # consume() returns when `batch` records are there or the timeout expires: a short
+            # timeout, so the last records of the end are not followed by a long idle wait
+            for msg in self._consumer.consume(batch, timeout=min(_READ_WAIT, remaining)):
                 err = msg.error()
                 if err is not None:
                     self._raise_if_fatal(err)

@@ -1,0 +1,133 @@
+"""Checkpoints under continuous load: prompt after the commit, translated with current syncs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirrorlib import Checkpoint, CodecError, Replicator
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import commit_group, config, end_offsets, wait_for
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "cfresh.events"
+REMOTE = f"A.{TOPIC}"
+GROUP = "cfresh-group"
+CHECKPOINTS = "A.checkpoints.internal"
+PARTITIONS = 2
+INTERVAL = 1.0  # emit.checkpoints.interval.seconds (conftest.FAST)
+OFFSET_LAG_MAX = 100  # MM2's default, not overridden
+#: The group commits offsets that B held this long before: their offset syncs are written.
+REPLICATED_BEFORE = 0.5
+#: Slack over one emit interval for a commit to show up as a checkpoint on a loaded machine.
+SLACK = 3.0
+
+
+class _Load(threading.Thread):
+    """Writes about 1,000 records/s per partition until stopped."""
+
+    def __init__(self, bootstrap: dict[str, str]) -> None:
+        super().__init__(daemon=True, name="load")
+        self.producer = Producer({**bootstrap, "linger.ms": 5})
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for i in range(50 * PARTITIONS):
+                self.producer.produce(TOPIC, b"x" * 100, partition=i % PARTITIONS)
+            self.producer.poll(0)
+            self.stop.wait(0.05)
+        self.producer.flush(30)
+
+
+class _CheckpointReader(threading.Thread):
+    """Follows B's checkpoints topic; keeps (arrival time, checkpoint) of the group."""
+
+    def __init__(self, bootstrap: dict[str, str]) -> None:
+        super().__init__(daemon=True, name="checkpoints")
+        self.consumer = Consumer({**bootstrap, "group.id": "cfresh-reader"})
+        self.consumer.assign([KafkaTopicPartition(CHECKPOINTS, 0, OFFSET_BEGINNING)])
+        self.seen: list[tuple[float, Checkpoint]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(100, timeout=0.05):
+                if m.error() is not None:
+                    continue
+                try:
+                    cp = Checkpoint.decode(m.key(), m.value())
+                except CodecError:
+                    continue  # other tests share the topic
+                if cp.group == GROUP:
+                    self.seen.append((time.monotonic(), cp))
+        self.consumer.close()
+
+
+def test_checkpoints_follow_commits_within_an_interval_under_load(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    a.create_topic(TOPIC, PARTITIONS)
+    load = _Load(a.client_config())
+    load.start()
+    reader: _CheckpointReader | None = None
+    cfg = config(
+        two_clusters, ["A->B"], **{"A->B.topics": "cfresh\\..*", "A->B.groups": "cfresh-.*"}
+    )
+    commits: list[tuple[float, dict[int, int]]] = []
+    try:
+        with Replicator(cfg) as r:
+            wait_for("records on B", lambda: sum(end_offsets(b, REMOTE).values()) > 0)
+            wait_for("the checkpoints topic", lambda: end_offsets(b, CHECKPOINTS))
+            reader = _CheckpointReader(b.client_config())
+            reader.start()
+            commit_group(a, GROUP, TOPIC, {p: 0 for p in range(PARTITIONS)})
+            seen = reader.seen
+            wait_for("the group's first checkpoint", lambda: seen)
+            # The group trails replication by REPLICATED_BEFORE and commits every 0.2 s.
+            observed: list[tuple[float, dict[int, int]]] = []
+            until = time.monotonic() + 8.0
+            while time.monotonic() < until:
+                observed.append((time.monotonic(), dict(end_offsets(b, REMOTE))))
+                due = [o for t, o in observed if t <= time.monotonic() - REPLICATED_BEFORE]
+                if due and len(due[-1]) == PARTITIONS:
+                    commit_group(a, GROUP, TOPIC, due[-1])
+                    commits.append((time.monotonic(), due[-1]))
+                time.sleep(0.2)
+            time.sleep(INTERVAL + SLACK)
+            metrics = {m.name: m.value for m in r.metrics() if ("source", "A") in m.tags}
+    finally:
+        load.stop.set()
+        load.join(30)
+        if reader is not None:
+            reader.stop.set()
+            reader.join(10)
+    assert reader is not None
+    assert len(commits) >= 20
+    late: list[Any] = []
+    for committed_at, offsets in commits:
+        for p, offset in offsets.items():
+            arrival = next(
+                (t for t, cp in reader.seen if cp.partition == p and cp.upstream_offset >= offset),
+                None,
+            )
+            if arrival is None or arrival - committed_at > INTERVAL + SLACK:
+                late.append((p, offset, None if arrival is None else arrival - committed_at))
+    assert not late, f"commits that took longer than {INTERVAL + SLACK}s to be checkpointed: {late}"
+    for _, cp in reader.seen:
+        # a fresh topic copied by one writer: downstream offsets equal upstream offsets
+        assert cp.upstream_offset - OFFSET_LAG_MAX <= cp.downstream_offset <= cp.upstream_offset
+    # the offsets were replicated before they were committed: syncs covered them, exactly
+    assert sum(cp.downstream_offset == cp.upstream_offset for _, cp in reader.seen) >= (
+        len(reader.seen) // 2
+    )
+    assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= INTERVAL + SLACK
+    assert metrics["checkpoint-sync-age-seconds-max"] >= 0
+    assert metrics["checkpoint-count"] >= len({cp for _, cp in reader.seen})

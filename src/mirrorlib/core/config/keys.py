@@ -303,7 +303,8 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _F,
         "Maximum parallelism of each connector of the flow.",
         _CH,
-        "An upper bound on the flow's parallel workers.",
+        "Not honoured yet (warned about above 1): a flow copies with one thread per mirrorlib "
+        "process; several `mirrorlib run` processes on the same file share its partitions.",
         minimum=1,
     ),
     _k("tasks.max.enforce", _B, "true", _F, "Connect task-count enforcement.", _NA, _CONNECT_NA),

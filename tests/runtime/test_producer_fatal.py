@@ -65,8 +65,10 @@ def provoke_fatal_error(producer: Producer, code: int) -> None:
     pointer after the Python object header) is passed to librdkafka through ctypes."""
     # The handle's place is confluent-kafka's C struct (``PyObject_HEAD; rd_kafka_t *rk``), the
     # same in every 2.x release; on another major version, skip rather than touch a wrong pointer.
-    if not confluent_kafka.version()[0].startswith("2."):
-        pytest.skip(f"handle layout not known for confluent-kafka {confluent_kafka.version()[0]}")
+    version = confluent_kafka.version()  # "2.16.1", or ("2.x.y", int) in older releases
+    version = version[0] if isinstance(version, tuple) else version
+    if not str(version).startswith("2."):
+        pytest.skip(f"handle layout not known for confluent-kafka {version}")
     lib = ctypes.CDLL(cimpl.__file__)  # librdkafka's symbols, through the loaded extension
     header = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
     rk = ctypes.c_void_p.from_address(id(producer) + header).value

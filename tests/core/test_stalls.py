@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorlib.core.stalls import StallNotice, StallWatch
+from mirrorlib.core.stalls import STUCK_PRODUCER_S, StallNotice, StallWatch, StuckProducer
 
 
 def test_a_healthy_flow_logs_nothing() -> None:
@@ -38,3 +38,44 @@ def test_a_new_stall_after_recovery_is_told_again() -> None:
 def test_repeat_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         StallWatch("A->B", repeat=0)
+
+
+# -- StuckProducer: when the copier recreates a target producer that cannot write ----------------
+
+
+def test_a_problem_with_records_waiting_and_none_acknowledged_is_stuck_after_a_while() -> None:
+    stuck = StuckProducer(after=60)
+    stuck.problem(100)
+    stuck.problem(130)  # repeated reports do not move the start
+    assert not stuck.stuck(159, waiting=True)
+    assert stuck.stuck(160, waiting=True)
+
+
+def test_an_acknowledgement_proves_the_producer_writes() -> None:
+    stuck = StuckProducer(after=60)
+    stuck.problem(100)
+    stuck.moved()
+    assert not stuck.stuck(1000, waiting=True)
+    stuck.problem(1000)  # a new problem starts a new clock
+    assert not stuck.stuck(1059, waiting=True)
+    assert stuck.stuck(1060, waiting=True)
+
+
+def test_an_idle_producer_is_never_stuck_and_its_old_problems_are_forgotten() -> None:
+    stuck = StuckProducer(after=60)
+    stuck.problem(100)  # e.g. "coordinator load in progress" once, then the producer id came
+    assert not stuck.stuck(500, waiting=False)
+    assert not stuck.stuck(501, waiting=True)  # records sent at last: the clock did not run
+    assert not StuckProducer(after=60).stuck(10_000, waiting=True)  # no problem reported
+
+
+def test_by_default_a_coordinator_loading_for_half_a_minute_is_waited_for() -> None:
+    stuck = StuckProducer()  # 33 s of "coordinator load in progress" seen on fresh clusters
+    stuck.problem(0)
+    assert not stuck.stuck(33, waiting=True)
+    assert stuck.stuck(STUCK_PRODUCER_S, waiting=True)
+
+
+def test_after_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        StuckProducer(after=0)

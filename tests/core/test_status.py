@@ -89,9 +89,9 @@ def test_a_caught_up_partition_that_gets_records_is_not_stalled_at_once() -> Non
 def test_idempotence_errors_stall_the_flow_until_progress() -> None:
     stats = running()
     p = stats.partition("t", 0, "A.t")
-    stats.client_problem("target", "cluster B: Broker transport failure")
+    assert stats.client_problem("target", "cluster B: Broker transport failure") is None
     assert stats.snapshot().stalled is None
-    stats.client_problem("target", PID_LINE)
+    assert stats.client_problem("target", PID_LINE) == PID_LINE
     status = stats.snapshot()
     assert status.state is FlowState.STALLED
     assert status.stalled == f"target: {PID_LINE}"

@@ -5,13 +5,26 @@ A stalled flow (records waiting and nothing moving, or a target producer that ca
 :class:`StallWatch` turns the flow's stall reason, sampled periodically, into the lines to log —
 one when the stall begins, a reminder every ``repeat`` seconds while it lasts, one when the flow
 moves again. Pure: the caller samples and logs (``mirrorlib.runtime.flow``).
+
+A producer that cannot write *may never recover by itself*: librdkafka retries acquiring an
+idempotent producer id forever (a retriable error is never given up on) and, its connections
+being sparse, from the same broker each time: a broker that keeps failing that request keeps the
+producer stuck however healthy the others are (confluentinc/librdkafka#3848, open). :class:`StuckProducer` says when its owner should recreate it (a
+new client picks its broker afresh): after :data:`STUCK_PRODUCER_S` with records waiting for it,
+a reported problem, and no acknowledgement since.
 """
 
 from __future__ import annotations
 
 import attrs
 
-__all__ = ["StallNotice", "StallWatch"]
+__all__ = ["STUCK_PRODUCER_S", "StallNotice", "StallWatch", "StuckProducer"]
+
+#: Seconds a producer may go on reporting that it cannot write (no producer id, coordinator
+#: loading or gone: :func:`~mirrorlib.core.status.stall_reason`) with records waiting for it and
+#: none acknowledged, before it is recreated. Longer than a coordinator's usual load on a freshly
+#: started cluster (~30 s): a producer that would recover by itself is left alone.
+STUCK_PRODUCER_S = 60.0
 
 
 @attrs.frozen
@@ -56,3 +69,33 @@ class StallWatch:
                 True, f"flow {self.flow} still stalled after {now - self._since:.0f}s: {reason}"
             )
         return None
+
+
+class StuckProducer:
+    """Whether a producer is stuck: it reported a problem that keeps it from writing (see
+    :func:`~mirrorlib.core.status.stall_reason`) and, for ``after`` seconds since, records were
+    waiting for it and none was acknowledged. The caller's clock; one thread."""
+
+    def __init__(self, after: float = STUCK_PRODUCER_S) -> None:
+        if after <= 0:
+            raise ValueError("after must be positive")
+        self.after = after
+        self._since: float | None = None  # first problem not followed by progress
+
+    def problem(self, now: float) -> None:
+        """The producer reported at ``now`` that it cannot write."""
+        if self._since is None:
+            self._since = now
+
+    def moved(self) -> None:
+        """A record was acknowledged (or the producer is new): it writes."""
+        self._since = None
+
+    def stuck(self, now: float, *, waiting: bool) -> bool:
+        """Whether the producer should be recreated at ``now``; ``waiting``: records are in
+        flight. With nothing waiting the producer is not stuck and its problems are forgotten
+        (an idle producer acknowledges nothing, which proves nothing)."""
+        if not waiting:
+            self._since = None
+            return False
+        return self._since is not None and now - self._since >= self.after

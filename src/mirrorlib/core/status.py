@@ -469,13 +469,15 @@ class StatsRegistry:
             else:
                 self._errors[component] = message
 
-    def client_problem(self, component: str, message: str) -> None:
+    def client_problem(self, component: str, message: str) -> str | None:
         """A client's error or log line: if it means the client cannot write (see
-        :func:`stall_reason`), the flow is stalled until a partition makes progress."""
+        :func:`stall_reason`), the flow is stalled until a partition makes progress. Returns
+        the stall reason, if it is one."""
         reason = stall_reason(message)
         if reason is not None:
             with self._lock:
                 self._stalls[component] = (reason, time.monotonic())
+        return reason
 
     def errors(self) -> tuple[str, ...]:
         with self._lock:

@@ -24,7 +24,10 @@ Delivery guarantees
   opens new ones, with back-off, the error in the flow's status meanwhile. Nothing is written
   through a dead producer: at-least-once resumes from the stored positions (records copied since
   are copied again), exactly-once from the committed ones (the new producer's initialisation
-  aborts the open transaction).
+  aborts the open transaction). So is a *stuck* producer: one that keeps reporting it cannot get
+  a producer id or reach its coordinator while records wait and none is acknowledged, for
+  :data:`~mirrorlib.core.stalls.STUCK_PRODUCER_S` (librdkafka would retry forever, from the same
+  broker; see :class:`~mirrorlib.core.stalls.StuckProducer`).
 
 Batches and the remote topic's ``max.message.bytes``
 ----------------------------------------------------
@@ -96,6 +99,7 @@ from mirrorlib.core.pacing import (
 )
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.stalls import StuckProducer
 from mirrorlib.core.status import FlowState, PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
@@ -200,6 +204,8 @@ class Copier:
         self._degraded: set[str] = set()
         # fatal errors of the open clients ("source", "target"): they are recreated
         self._fatal: dict[str, KafkaError] = {}
+        self._stuck = StuckProducer()  # the target producer: recreated when stuck
+        self._stuck_reason = ""  # its last problem
         self._last_latency_sample = 0.0
         self._stopping = threading.Event()  # the stop request of `run`
 
@@ -230,12 +236,13 @@ class Copier:
         pconf = s.record_producer(
             linger_ms=5,
             error_cb=self._client_error("target", s.target),
-            logger=client_log(lambda line: self.stats.client_problem("target", line)),
+            logger=client_log(lambda line: self._client_problem("target", line)),
         )
         self._batch_size = int(pconf["batch.size"])
         if s.exactly_once_enabled:
             pconf["transactional.id"] = s.transactional_id
         self._producer = Producer(client_conf(pconf))
+        self._stuck.moved()
         if s.exactly_once_enabled:
             self._producer.init_transactions(s.admin_timeout)
         self.committer.open(self._producer)
@@ -293,7 +300,11 @@ class Copier:
                 self._open()
                 self.stats.set_error("copier", None)
                 backoff.reset()
-                self._loop(stop)
+                stuck = self._loop(stop)
+                if stuck is not None:
+                    self._producer_stuck(stuck)
+                    self._close(graceful=False)
+                    continue
                 self._close(graceful=True)
             except DataLossError as exc:
                 self.failed = str(exc)
@@ -337,7 +348,24 @@ class Copier:
             delay,
         )
 
-    def _loop(self, stop: threading.Event) -> None:
+    def _producer_stuck(self, reason: str) -> None:
+        """The target producer has not written for :data:`~mirrorlib.core.stalls.STUCK_PRODUCER_S`,
+        reporting ``reason``: it is recreated, as after a fatal error (nothing more is written
+        through it; copying resumes from the stored positions)."""
+        self.committer.close()
+        self.stats.set_error("copier", f"the producer to {self.s.target} was stuck: {reason}")
+        log.warning(
+            "flow %s: the producer to %s wrote nothing for %.0fs (%s); recreating the clients and "
+            "resuming from the stored positions",
+            self.s.name,
+            self.s.target,
+            self._stuck.after,
+            reason,
+        )
+
+    def _loop(self, stop: threading.Event) -> str | None:
+        """Copy until ``stop``; returns why the target producer is stuck if it is (the clients
+        are to be recreated), else ``None``."""
         s = self.s
         consumer = self._consumer
         producer = self._producer
@@ -382,6 +410,10 @@ class Copier:
             if now - self._last_watermarks >= 2.0:
                 self._refresh_end_offsets()
                 self._last_watermarks = now
+                waiting = any(p.outstanding for p in self._parts.values())
+                if self._stuck.stuck(now, waiting=waiting):
+                    return self._stuck_reason
+        return None
 
     def _copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912, PLR0915 - the per-record hot loop, kept whole (no per-record calls)
         """Produce a consumed batch. Per record only what cannot be batched: the produce call
@@ -624,6 +656,8 @@ class Copier:
         for part in parts:
             if part.has_reports:
                 succeeded = self._acked(cast(_Part, part)) or succeeded
+        if succeeded:
+            self._stuck.moved()
         if succeeded and "target" in self._degraded:
             self._degraded.discard("target")
             self.stats.set_error("target", None)
@@ -679,10 +713,18 @@ class Copier:
                 self._fatal[side] = err
             self._degraded.add(side)
             self.stats.set_error(side, f"cluster {alias}: {err.str()}")
-            self.stats.client_problem(side, f"cluster {alias}: {err.str()}")
+            self._client_problem(side, f"cluster {alias}: {err.str()}")
             log.warning("flow %s: %s cluster %s: %s", self.s.name, side, alias, err.str())
 
         return on_error
+
+    def _client_problem(self, side: str, message: str) -> None:
+        """A client's error or warning: into the status if it means the client cannot write; for
+        the target producer, towards recreating it if that lasts (:class:`StuckProducer`)."""
+        reason = self.stats.client_problem(side, message)
+        if reason is not None and side == "target":
+            self._stuck.problem(time.monotonic())
+            self._stuck_reason = reason
 
     # -- subscription and assignment -------------------------------------------------------------
 

@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 
 from mirrorlib.core.report import Block, Table, format_table, human_duration, render_plain
-from mirrorlib.core.status import STALL_AFTER_S, data_lag
+from mirrorlib.core.status import STALL_AFTER_S, FlowLagView
 
 __all__ = [
     "FlowHealth",
@@ -361,7 +361,7 @@ def _ago(what: str, age_s: float | None) -> str:
 
 
 @attrs.frozen
-class FlowHealth:
+class FlowHealth(FlowLagView["PartitionLag"]):
     """The state of one flow, computed from the clusters (``mirrorlib status``).
 
     Lag is summed over data partitions whose lag is known (``None`` when none is); the
@@ -376,27 +376,6 @@ class FlowHealth:
     errors: tuple[str, ...] = ()
     stalled: str | None = None  # why the flow is stalled, when it is
     position_flush_interval_s: float | None = None  # offset.flush.interval.ms, in seconds
-
-    @property
-    def name(self) -> str:
-        return f"{self.source}->{self.target}"
-
-    @property
-    def data_partitions(self) -> tuple[PartitionLag, ...]:
-        return tuple(p for p in self.partitions if not p.internal)
-
-    @property
-    def internal_partitions(self) -> tuple[PartitionLag, ...]:
-        return tuple(p for p in self.partitions if p.internal)
-
-    @property
-    def lag_records(self) -> int | None:
-        return data_lag(self.partitions)[0]
-
-    @property
-    def unknown_lag_partitions(self) -> int:
-        """Data partitions whose lag is unknown (no stored position, or no end offset)."""
-        return data_lag(self.partitions)[1]
 
     @property
     def lag_seconds(self) -> float | None:

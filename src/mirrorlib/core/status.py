@@ -27,7 +27,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -37,6 +37,7 @@ __all__ = [
     "RATE_WINDOW_S",
     "STALL_AFTER_S",
     "Family",
+    "FlowLagView",
     "FlowState",
     "FlowStatus",
     "Histogram",
@@ -113,6 +114,42 @@ def data_lag(partitions: Iterable[Lagging]) -> tuple[int | None, int]:
             known += 1
             total += lag
     return (total if known else None), unknown
+
+
+L = TypeVar("L", bound=Lagging)
+
+
+class FlowLagView(Generic[L]):
+    """What a view of one flow derives from its partitions, the same for the in-process
+    :class:`FlowStatus` and ``mirrorlib status``'s :class:`~mirrorlib.core.audit.FlowHealth`."""
+
+    source: str
+    target: str
+    partitions: tuple[L, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def data_partitions(self) -> tuple[L, ...]:
+        """The partitions of user topics (not :attr:`internal_partitions`)."""
+        return tuple(p for p in self.partitions if not p.internal)
+
+    @property
+    def internal_partitions(self) -> tuple[L, ...]:
+        """The partitions of replicated MM2 topics (heartbeats)."""
+        return tuple(p for p in self.partitions if p.internal)
+
+    @property
+    def lag_records(self) -> int | None:
+        """Records waiting in data partitions whose lag is known; ``None`` when none is."""
+        return data_lag(self.partitions)[0]
+
+    @property
+    def unknown_lag_partitions(self) -> int:
+        """Data partitions whose lag is not known yet (not counted in :attr:`lag_records`)."""
+        return data_lag(self.partitions)[1]
 
 
 class FlowState(StrEnum):
@@ -372,7 +409,7 @@ class PartitionStatus:
 
 
 @attrs.frozen
-class FlowStatus:
+class FlowStatus(FlowLagView["PartitionStatus"]):
     source: str
     target: str
     state: FlowState
@@ -383,30 +420,6 @@ class FlowStatus:
     checkpoints_emitted: int
     offset_syncs_emitted: int
     stalled: str | None = None  # why the flow is stalled, if it is
-
-    @property
-    def name(self) -> str:
-        return f"{self.source}->{self.target}"
-
-    @property
-    def data_partitions(self) -> tuple[PartitionStatus, ...]:
-        """The partitions of user topics (not :attr:`internal_partitions`)."""
-        return tuple(p for p in self.partitions if not p.internal)
-
-    @property
-    def internal_partitions(self) -> tuple[PartitionStatus, ...]:
-        """The partitions of replicated MM2 topics (heartbeats)."""
-        return tuple(p for p in self.partitions if p.internal)
-
-    @property
-    def lag_records(self) -> int | None:
-        """Records waiting in data partitions whose lag is known; ``None`` when none is known."""
-        return data_lag(self.partitions)[0]
-
-    @property
-    def unknown_lag_partitions(self) -> int:
-        """Data partitions whose lag is not known yet (not counted in :attr:`lag_records`)."""
-        return data_lag(self.partitions)[1]
 
 
 class StatsRegistry:

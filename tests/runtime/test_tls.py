@@ -131,6 +131,13 @@ def test_fails_a_group_over_through_mutual_tls(
         wait_for("replicated", lambda: sum(end_offsets(b, f"MA.{topic}").values()) >= 50)
         with MirrorClient(cfg.client_config("MB", "consumer"), alias="MB") as client:
             assert "MA.checkpoints.internal" in client.checkpoint_topics()
+            # the group's position is translated (its checkpoint written) before failing over:
+            # right after the copy, the offset syncs that translate it may not be written yet
+            wait_for(
+                "the group's checkpoint",
+                lambda: client.remote_consumer_offsets(group, "MA"),
+                timeout=60,
+            )
         plan = failover(cfg, group, "MA", "MB")
     assert plan.applied
     rest = _consume_and_commit(b, group, f"MA.{topic}", 30)

@@ -725,3 +725,23 @@ def test_tasks_max_above_one_is_warned_about_not_silently_ignored() -> None:
     loud = MirrorConfig.from_properties({**base, "A->B.enabled": "true", "A->B.tasks.max": "16"})
     (warning,) = [w for w in loud.warnings if "tasks.max" in w.key]
     assert warning.kind == "ignored" and "tasks.max=16 is not honoured yet" in warning.message
+
+
+def test_tls_store_types_used_for_translation_are_not_warned_about() -> None:
+    """``ssl.*store.type`` tell how to translate the stores: used, not dropped (a warning on
+    every command for a standard MM2 TLS configuration would teach users to ignore warnings)."""
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "a:9093",
+            "B.bootstrap.servers": "b:9093",
+            "A->B.enabled": "true",
+            "A.security.protocol": "SSL",
+            "A.ssl.truststore.type": "PEM",
+            "A.ssl.truststore.location": "/certs/ca.pem",
+            "A.ssl.keystore.type": "PKCS12",
+            "A.ssl.keystore.location": "/certs/client.p12",
+            "A.ssl.keystore.password": "secret",
+        }
+    )
+    assert [str(w) for w in cfg.warnings if "ssl." in w.key] == []

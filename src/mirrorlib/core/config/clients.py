@@ -671,9 +671,9 @@ class _Translator:
         if "ssl.truststore.certificates" in self.java:
             self.put("ssl.ca.pem", self.java["ssl.truststore.certificates"].value)
             self.take("ssl.truststore.certificates")
-        for key in ("ssl.truststore.type", "ssl.truststore.password"):
-            if key in self.java:
-                self.drop(key, _JAVA_ONLY[key])
+        self.take("ssl.truststore.type")  # used above to translate the store: not dropped
+        if "ssl.truststore.password" in self.java:
+            self.drop("ssl.truststore.password", _JAVA_ONLY["ssl.truststore.password"])
 
     def keystore(self) -> None:
         store_type = (self.value("ssl.keystore.type", "JKS") or "JKS").upper()
@@ -706,8 +706,7 @@ class _Translator:
         if "ssl.keystore.certificate.chain" in self.java:
             self.put("ssl.certificate.pem", self.java["ssl.keystore.certificate.chain"].value)
             self.take("ssl.keystore.certificate.chain")
-        if "ssl.keystore.type" in self.java:
-            self.drop("ssl.keystore.type", _JAVA_ONLY["ssl.keystore.type"])
+        self.take("ssl.keystore.type")  # used above to translate the store: not dropped
 
     def tls_options(self) -> None:
         """Host name verification and cipher suites, in librdkafka's spelling."""

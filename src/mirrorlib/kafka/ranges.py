@@ -1,17 +1,24 @@
-"""The Kafka side of the Spark engine (confluent-kafka and pyarrow, no Spark).
+"""The Kafka side of the Spark engine (confluent-kafka only, no Spark).
 
 * :class:`SourceView` runs in the driver's long-lived stream-reader process: which source
   partitions are copyable now (the remote topic exists with that partition), their end offsets
   and where new ones start.
-* :func:`read_ranges` runs in executor tasks: consumes exact upstream offset ranges and yields
-  Arrow record batches (:func:`arrow_schema`).
-* :func:`write_batches` runs in executor tasks: produces every record to the remote topic, same
-  partition, with key, value, headers and timestamp (idempotent producer, ``acks=all``), feeds
-  the target's delivery reports to an :class:`~mirrorlib.core.syncs.OffsetSyncEmitter` and writes
-  the offset syncs itself once the target acknowledged the records -- the same emission rule,
-  bytes and lineage header as the embedded copier.
-* :func:`store_positions` runs in the driver once per committed batch: the batch's last copied
+* :func:`copy_ranges` runs in executor tasks: consumes exact upstream offset ranges and
+  produces every record to the remote topic, same partition, with key, value, headers and
+  timestamp (idempotent producer, ``acks=all``), feeds the target's delivery reports to an
+  :class:`~mirrorlib.core.syncs.OffsetSyncEmitter` and writes the offset syncs itself once the
+  target acknowledged the records -- the same emission rule, bytes and lineage header as the
+  embedded copier. Records never leave the task; it returns a small :class:`CopyResult`.
+* :func:`store_positions` runs in the driver once per batch: the batch's last copied
   offsets, in MM2's offsets topic on the target.
+
+Batches larger than the remote topic's ``max.message.bytes`` are avoided as the embedded copier
+avoids them (:mod:`mirrorlib.core.pacing`): a partition whose remote topic's limit is below the
+producer's ``batch.size`` is *paced* (its records are produced one budget-sized batch at a
+time), and a ``MSG_SIZE_TOO_LARGE`` refusal halves the partition's budget and copies again from
+the refused record. A record the target refuses otherwise (or one larger than the limit on its
+own) *parks* its partition at that record: the task copies the rest and reports where the
+partition stopped; the driver copies it again later (see :func:`mirrorlib.core.batches.settle`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -28,55 +35,26 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.core.pacing import batch_budget, batch_length, halved_budget, record_size
 from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
-from mirrorlib.errors import ClusterTimeoutError, DataLossError, KafkaRequestError
+from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 
 __all__ = [
-    "SCHEMA_DDL",
+    "CopyResult",
     "DataLossError",
     "PartitionResult",
     "SourceView",
-    "WriteResult",
-    "arrow_schema",
-    "read_ranges",
+    "copy_ranges",
     "store_positions",
-    "write_batches",
 ]
 
 log = logging.getLogger(__name__)
-
-#: The rows a mirrorlib source yields (and its sink takes), as Spark DDL. ``timestamp`` is
-#: milliseconds since the epoch; ``timestampType`` is Kafka's (0 CreateTime, 1 LogAppendTime).
-SCHEMA_DDL = (
-    "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY, timestamp BIGINT, "
-    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
-)
-_COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers")
-# librdkafka's timestamp types -> Kafka's
-_TS_TYPE = {0: -1, 1: 0, 2: 1}
-
-
-def arrow_schema() -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
-    return pa.schema(
-        [
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("key", pa.binary()),
-            ("value", pa.binary()),
-            ("timestamp", pa.int64()),
-            ("timestampType", pa.int32()),
-            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ]
-    )
 
 
 def _isolation(settings: FlowSettings) -> str:
@@ -198,7 +176,45 @@ class SourceView:
         return out
 
 
-# -- executor: reading ---------------------------------------------------------------------------
+# -- executor: copying ----------------------------------------------------------------------------
+
+
+@attrs.define
+class PartitionResult:
+    """What a task copied of one source partition's range ``[start, end)``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    copied_to: int  # the first upstream offset not copied (``end`` when the range is done)
+    records: int = 0  # records the target acknowledged
+    bytes: int = 0  # their value bytes
+    last_downstream: int = -1  # target offset of the last acknowledged record
+    last_timestamp: int = 0  # its timestamp (ms)
+    high_watermark: int = -1  # the source's end offset last seen by the task (-1: unknown)
+    lost: int = 0  # records skipped because the source log no longer held them
+    budget: int | None = None  # the paced batch budget in bytes the task ended with
+    error: str | None = None  # why the partition stopped before ``end`` (parked)
+
+    @property
+    def parked(self) -> bool:
+        return self.copied_to < self.end
+
+
+@attrs.define
+class CopyResult:
+    """What one copy task did (returned to the driver; no record)."""
+
+    writer_id: str
+    partitions: list[PartitionResult] = attrs.Factory(list)
+    offset_syncs: int = 0
+    offset_syncs_failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
 
 
 def _consumer(settings: FlowSettings) -> Any:
@@ -216,187 +232,78 @@ def _consumer(settings: FlowSettings) -> Any:
     return Consumer(client_conf(conf))
 
 
-def _take_batch(pa: Any, schema: Any, cols: list[list[Any]]) -> Any:
-    """The columns as one ``pyarrow.RecordBatch``; the columns are emptied."""
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+class _Lane:
+    """One partition's range in a task: reading, pacing, in flight, acknowledged."""
+
+    __slots__ = (
+        "budget",
+        "inflight",
+        "ktp",
+        "max_bytes",
+        "pending",
+        "read_done",
+        "remote",
+        "result",
+        "rewind",
+        "throttled",
+        "tp",
     )
-    for c in cols:
-        c.clear()
-    return batch
 
-
-def _append_row(cols: list[list[Any]], msg: Any, tp: TP, off: int) -> None:
-    """Append ``msg`` to the columns (in ``_COLUMNS`` order)."""
-    ts_type, ts = msg.timestamp()
-    row = (*tp, off, msg.key(), msg.value(), ts, _TS_TYPE.get(ts_type, -1), msg.headers())
-    for column, value in zip(cols, row, strict=True):
-        column.append(value)
-
-
-def _check_stall(
-    settings: FlowSettings, last_progress: float, stall: float, missing: set[TP]
-) -> None:
-    """Raise :class:`ClusterTimeoutError` when nothing was read for ``stall`` seconds."""
-    if time.monotonic() - last_progress > stall:
-        raise ClusterTimeoutError(
-            f"flow {settings.name}: no progress reading {sorted(missing)} for {stall:.0f}s",
-            cluster=settings.source, code="_TIMED_OUT", retriable=True,
-        )  # fmt: skip
-
-
-def read_ranges(
-    settings: FlowSettings,
-    work: Sequence[Range],
-    *,
-    batch_rows: int = 10_000,
-    stall_timeout: float | None = None,
-) -> Iterator[Any]:
-    """Yield ``pyarrow.RecordBatch``es with every record of ``work`` (each range
-    ``[start, end)``), partition by partition in offset order. Deterministic between the same
-    offsets, as Spark's replay of a batch needs. Offsets the source no longer holds raise
-    :class:`DataLossError` (or are skipped and logged with ``data.loss.action=continue``)."""
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
-    schema = arrow_schema()
-    ends = {(r.topic, r.partition): r.end for r in work if r.end > r.start}
-    if not ends:
-        return
-    stall = stall_timeout if stall_timeout is not None else max(settings.admin_timeout, 60.0)
-    consumer = _consumer(settings)
-    done: set[TP] = set()
-    cols: list[list[Any]] = [[] for _ in _COLUMNS]
-    offs = cols[2]
-
-    def flush() -> Any:
-        return _take_batch(pa, schema, cols)
-
-    def finish(tp: TP) -> None:
-        done.add(tp)
-        consumer.pause([KafkaTopicPartition(tp[0], tp[1])])
-
-    try:
-        consumer.incremental_assign(
-            [KafkaTopicPartition(r.topic, r.partition, r.start) for r in work if r.end > r.start]
-        )
-        last_progress = time.monotonic()
-        while len(done) < len(ends):
-            msgs = consumer.consume(5_000, timeout=0.5)
-            if msgs:
-                last_progress = time.monotonic()
-            else:
-                _check_stall(settings, last_progress, stall, set(ends) - done)
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    _on_read_error(settings, consumer, msg, err, ends, done, finish)
-                    continue
-                tp = (msg.topic(), msg.partition())
-                off = msg.offset()
-                end = ends.get(tp)
-                if end is None or tp in done:
-                    continue
-                if off >= end:
-                    finish(tp)
-                    continue
-                _append_row(cols, msg, tp, off)
-                if off + 1 >= end:
-                    finish(tp)
-            if len(offs) >= batch_rows:
-                yield flush()
-        if offs:
-            yield flush()
-    finally:
-        consumer.close()
-
-
-def _on_read_error(
-    settings: FlowSettings,
-    consumer: Any,
-    msg: Any,
-    err: Any,
-    ends: Mapping[TP, int],
-    done: set[TP],
-    finish: Any,
-) -> None:
-    code = err.code()
-    tp = (msg.topic(), msg.partition())
-    if code == KafkaError._PARTITION_EOF:
-        if tp in ends and tp not in done and msg.offset() >= ends[tp]:
-            finish(tp)  # the range ends in transaction markers or compacted-away offsets
-        return
-    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and tp in ends:
-        ktp = KafkaTopicPartition(tp[0], tp[1])
-        low, high = consumer.get_watermark_offsets(ktp, timeout=settings.admin_timeout)
-        pos = consumer.position([ktp])[0].offset
-        message = (
-            f"data loss on {settings.source} {tp[0]}-{tp[1]}: the batch needs offsets up to "
-            f"{ends[tp] - 1} from {pos if pos >= 0 else '?'} but the log holds {low}..{high - 1}"
-        )
-        if settings.data_loss_action == "fail":
-            raise DataLossError(message + " (set data.loss.action=continue to skip the gap)")
-        log.error("%s; continuing at %d as data.loss.action=continue", message, low)
-        if low >= ends[tp]:
-            finish(tp)
-            return
-        consumer.incremental_unassign([ktp])
-        consumer.incremental_assign([KafkaTopicPartition(tp[0], tp[1], low)])
-        return
-    if err.fatal():
-        raise kafka_error(
-            KafkaException(err), cluster=settings.source, action=f"reading {tp[0]}-{tp[1]}",
-            resource=tp[0],
-        )  # fmt: skip
-    log.warning("flow %s: source consumer error: %s", settings.name, err.str())
-
-
-# -- executor: writing ---------------------------------------------------------------------------
-
-
-@attrs.define
-class PartitionResult:
-    """What a task copied of one source partition."""
-
-    topic: str
-    partition: int
-    first: int  # first upstream offset written
-    last: int  # last upstream offset written
-    records: int = 0
-    bytes: int = 0
-    acked: int = 0  # records the target acknowledged
-    last_downstream: int = -1
-
-
-@attrs.define
-class WriteResult:
-    """What one write task did (returned to the driver in the task's commit message)."""
-
-    writer_id: str
-    partitions: list[PartitionResult] = attrs.Factory(list)
-    offset_syncs: int = 0
-    offset_syncs_failed: int = 0
-    seconds: float = 0.0
+    def __init__(self, r: Range, remote: str, max_bytes: int | None, budget: int | None) -> None:
+        self.tp = (r.topic, r.partition)
+        self.ktp = KafkaTopicPartition(r.topic, r.partition)
+        self.remote = remote
+        self.max_bytes = max_bytes
+        self.budget = budget
+        self.result = PartitionResult(r.topic, r.partition, r.start, r.end, r.start, budget=budget)
+        self.read_done = r.end <= r.start
+        self.pending: deque[Any] = deque()  # paced: records waiting for their batch
+        self.inflight: deque[tuple[int, int, int]] = deque()  # (offset, timestamp, bytes)
+        self.rewind: int | None = None  # too large: copy again from here once reports are in
+        self.throttled = False
 
     @property
-    def records(self) -> int:
-        return sum(p.records for p in self.partitions)
+    def paced(self) -> bool:
+        return self.budget is not None
+
+    @property
+    def stopped(self) -> bool:
+        return self.result.error is not None
+
+    @property
+    def done(self) -> bool:
+        if self.inflight or self.rewind is not None:
+            return False
+        return self.stopped or (self.read_done and not self.pending)
 
 
-class _Writer:
-    """One task's producer, in-flight bookkeeping and offset-sync emitter."""
+class _Copy:
+    """One task's consumer, producer, lanes and offset-sync emitter."""
 
-    def __init__(self, settings: FlowSettings) -> None:
+    def __init__(
+        self,
+        settings: FlowSettings,
+        work: Sequence[Range],
+        max_bytes: Mapping[str, int | None],
+        budgets: Mapping[TP, int],
+    ) -> None:
         s = self.s = settings
         self.emitter = OffsetSyncEmitter(offset_lag_max=s.offset_lag_max)
-        self.result = WriteResult(self.emitter.writer_id)
-        self.parts: dict[TP, PartitionResult] = {}
-        self.tps: dict[TP, TopicPartition] = {}
-        self.inflight: dict[tuple[str, int], deque[tuple[TP, int]]] = {}
-        self.remotes: dict[str, str] = {}
-        self.failures: list[str] = []
-        self.blocked: set[TP] = set()
+        self.result = CopyResult(self.emitter.writer_id)
         pconf = s.record_producer(linger_ms=20, on_delivery=self._delivered)
+        self.batch_size = int(pconf.get("batch.size", 1_000_000))
+        self.lanes: dict[TP, _Lane] = {}
+        self.by_remote: dict[tuple[str, int], _Lane] = {}
+        self.tps: dict[TP, TopicPartition] = {}
+        for r in work:
+            remote = s.policy.format_remote_topic(s.source, r.topic)
+            limit = max_bytes.get(r.topic)
+            budget = budgets.get((r.topic, r.partition), batch_budget(limit, self.batch_size))
+            lane = _Lane(r, remote, limit, budget)
+            self.lanes[lane.tp] = self.by_remote[(remote, r.partition)] = lane
+            self.tps[lane.tp] = TopicPartition(r.topic, r.partition)
         self.producer = Producer(client_conf(pconf))
+        self.consumer = _consumer(s)
         self.syncs: OffsetSyncWriter | None = None
         if s.emit_offset_syncs_enabled:
             self.syncs = OffsetSyncWriter(
@@ -407,73 +314,149 @@ class _Writer:
                 on_written=self._sync_written,
                 on_failed=self._sync_failed,
             )
+        self.progress_at = time.monotonic()
 
-    def remote(self, topic: str) -> str:
-        name = self.remotes.get(topic)
-        if name is None:
-            name = self.remotes[topic] = self.s.policy.format_remote_topic(self.s.source, topic)
-        return name
+    def close(self) -> None:
+        self.consumer.close()
+
+    # -- delivery reports
 
     def _delivered(self, err: Any, msg: Any) -> None:
-        q = self.inflight.get((msg.topic(), msg.partition()))
-        if not q:
+        lane = self.by_remote.get((msg.topic(), msg.partition()))
+        if lane is None or not lane.inflight:
             return
-        tp, up = q.popleft()
-        part = self.parts[tp]
+        up, ts, nbytes = lane.inflight.popleft()
+        self.progress_at = time.monotonic()
+        if lane.stopped or lane.rewind is not None:
+            return  # after a refusal nothing later of the partition counts
         if err is not None:
-            self.blocked.add(tp)
-            if len(self.failures) < 10:
-                self.failures.append(
-                    f"{self.s.target} refused {tp[0]}-{tp[1]}@{up} -> "
-                    f"{msg.topic()}-{msg.partition()}: {err.str()}"
-                )
+            self._refused(lane, up, err, msg)
             return
-        if tp in self.blocked:
-            return  # after a refused record nothing of the partition counts: the task fails
-        down = msg.offset()
-        part.acked += 1
-        part.last_downstream = down
+        res = lane.result
+        res.records += 1
+        res.bytes += nbytes
+        res.copied_to = up + 1
+        res.last_downstream = msg.offset()
+        res.last_timestamp = ts
         # A due sync is sent at once (as the embedded copier does): MM2 keeps only the latest
         # due sync per partition, so a burst of acknowledgements would replace it unwritten.
-        if self.syncs is not None and self.emitter.record(self.tps[tp], up, down):
+        if self.syncs is not None and self.emitter.record(self.tps[lane.tp], up, msg.offset()):
             self.send_syncs()
 
-    def write(self, batches: Iterable[Any]) -> None:
-        produce = self.producer.produce
-        poll = self.producer.poll
-        for rb in batches:
-            if rb.num_rows == 0:
+    def _refused(self, lane: _Lane, up: int, err: Any, msg: Any) -> None:
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            budget = halved_budget(lane.budget, self.batch_size, msg)
+            if budget is not None:
+                log.warning(
+                    "flow %s: %s refused a batch of %s-%d as too large; sending batches of at "
+                    "most %d bytes", self.s.name, self.s.target, *lane.tp, budget,
+                )  # fmt: skip
+                lane.budget = lane.result.budget = budget
+                lane.rewind = up
+                return
+        self._park(
+            lane, up, f"{self.s.target} refused {lane.tp[0]}-{lane.tp[1]}@{up} -> "
+            f"{lane.remote}-{lane.tp[1]}: {err.str()}",
+        )  # fmt: skip
+
+    def _park(self, lane: _Lane, up: int, error: str) -> None:
+        """Stop ``lane`` at upstream offset ``up``: nothing from there on counts as copied."""
+        log.warning("flow %s: %s (the partition is parked)", self.s.name, error)
+        lane.result.error = error
+        lane.result.copied_to = min(lane.result.copied_to, up)
+        lane.pending.clear()
+        self._pause(lane)
+
+    def _pause(self, lane: _Lane) -> None:
+        if not lane.throttled:
+            self.consumer.pause([lane.ktp])
+            lane.throttled = True
+
+    def _resume(self, lane: _Lane) -> None:
+        if lane.throttled and not lane.read_done and not lane.stopped:
+            self.consumer.resume([lane.ktp])
+            lane.throttled = False
+
+    # -- reading and producing
+
+    def on_message(self, msg: Any) -> None:
+        lane = self.lanes.get((msg.topic(), msg.partition()))
+        if lane is None or lane.read_done or lane.stopped or lane.rewind is not None:
+            return
+        off = msg.offset()
+        end = lane.result.end
+        if off >= end:
+            self._read_done(lane)
+            return
+        if off + 1 >= end:
+            self._read_done(lane)
+        if lane.max_bytes is not None and record_size(msg) > lane.max_bytes:
+            size = len(msg.key() or b"") + len(msg.value() or b"")
+            self._park(
+                lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
+                f"than max.message.bytes={lane.max_bytes} of {lane.remote} on {self.s.target}; "
+                "raise it on the target topic to replicate it",
+            )  # fmt: skip
+            return
+        if lane.paced:
+            lane.pending.append(msg)
+            if len(lane.pending) >= 10_000:
+                self._pause(lane)
+            return
+        self._produce(lane, msg)
+
+    def _read_done(self, lane: _Lane) -> None:
+        if not lane.read_done:
+            lane.read_done = True
+            if not lane.throttled:
+                self.consumer.pause([lane.ktp])
+            lane.throttled = True
+
+    def _produce(self, lane: _Lane, msg: Any) -> None:
+        ts = msg.timestamp()[1]
+        value = msg.value()
+        while True:
+            try:
+                # positional: topic, value, key, partition, callback, on_delivery, timestamp,
+                # headers
+                self.producer.produce(
+                    lane.remote, value, msg.key(), lane.tp[1], None, None,
+                    ts if ts > 0 else 0, msg.headers(),
+                )  # fmt: skip
+                break
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: serve delivery reports
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.fatal():
+                    raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
+                self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
+                return
+        lane.inflight.append((msg.offset(), ts, len(value) if value is not None else 0))
+
+    def send_paced(self) -> None:
+        """Produce the next batch of every paced lane with nothing in flight; copy a lane
+        refused as too large again from the refused record once its reports are in."""
+        for lane in self.lanes.values():
+            if lane.inflight:
                 continue
-            cols = [rb.column(name).to_pylist() for name in _COLUMNS]
-            for topic, partition, off, key, value, ts, _ts_type, hdrs in zip(*cols, strict=True):
-                tp = (topic, partition)
-                part = self.parts.get(tp)
-                if part is None:
-                    part = self.parts[tp] = PartitionResult(topic, partition, off, off)
-                    self.tps[tp] = TopicPartition(topic, partition)
-                    self.inflight.setdefault((self.remote(topic), partition), deque())
-                remote = self.remotes[topic]
-                if hdrs:
-                    hdrs = [(h["key"], h["value"]) for h in hdrs]
-                while True:
-                    try:
-                        produce(
-                            remote,
-                            value,
-                            key,
-                            partition,
-                            timestamp=ts if ts is not None and ts > 0 else 0,
-                            headers=hdrs or None,
-                        )
+            if lane.rewind is not None:
+                self.consumer.seek(KafkaTopicPartition(*lane.tp, lane.rewind))
+                lane.rewind = None
+                lane.pending.clear()
+                lane.read_done = False
+                lane.throttled = True
+                self._resume(lane)
+                continue
+            if lane.pending and not lane.stopped:
+                for _ in range(batch_length(lane.pending, lane.budget)):
+                    self._produce(lane, lane.pending.popleft())
+                    if lane.stopped:
                         break
-                    except BufferError:
-                        poll(0.05)  # the local queue is full: serve delivery reports
-                self.inflight[(remote, partition)].append((tp, off))
-                part.last = off
-                part.records += 1
-                part.bytes += len(value) if value is not None else 0
-            poll(0)
-            self.send_syncs()
+                if len(lane.pending) < 1_000:
+                    self._resume(lane)
+
+    # -- offset syncs
 
     def send_syncs(self) -> None:
         if self.syncs is not None:
@@ -486,6 +469,80 @@ class _Writer:
     def _sync_failed(self) -> None:
         self.result.offset_syncs_failed += 1
 
+    # -- the loop
+
+    def run(self, stall: float) -> None:
+        lanes = list(self.lanes.values())
+        work = [lane for lane in lanes if not lane.read_done]
+        if work:
+            self.consumer.incremental_assign(
+                [KafkaTopicPartition(*lane.tp, lane.result.start) for lane in work]
+            )
+        while not all(lane.done for lane in lanes):
+            reading = any(not (lane.throttled or lane.stopped) for lane in lanes)
+            msgs = self.consumer.consume(5_000, timeout=0.2) if reading else []
+            for msg in msgs:
+                err = msg.error()
+                if err is None:
+                    self.progress_at = time.monotonic()
+                    self.on_message(msg)
+                else:
+                    self._on_read_error(msg, err)
+            self.producer.poll(0 if msgs else 0.05)
+            self.send_paced()
+            self.send_syncs()
+            if time.monotonic() - self.progress_at > stall:
+                stuck = sorted(lane.tp for lane in lanes if not lane.done)
+                raise ClusterTimeoutError(
+                    f"flow {self.s.name}: no progress copying {stuck} for {stall:.0f}s",
+                    cluster=self.s.source, code="_TIMED_OUT", retriable=True,
+                )  # fmt: skip
+        for lane in work:
+            try:
+                _, high = self.consumer.get_watermark_offsets(lane.ktp, cached=True)
+            except KafkaException:
+                continue
+            lane.result.high_watermark = int(high) if high is not None else -1
+
+    def _on_read_error(self, msg: Any, err: Any) -> None:
+        code = err.code()
+        lane = self.lanes.get((msg.topic(), msg.partition()))
+        if code == KafkaError._PARTITION_EOF:
+            # a range may end in transaction markers or compacted-away offsets
+            if lane is not None and not lane.read_done and msg.offset() >= lane.result.end:
+                self._read_done(lane)
+            return
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and lane:
+            self._data_loss(lane)
+            return
+        if err.fatal():
+            raise kafka_error(
+                KafkaException(err), cluster=self.s.source,
+                action=f"reading {msg.topic()}-{msg.partition()}", resource=msg.topic(),
+            )  # fmt: skip
+        log.warning("flow %s: source consumer error: %s", self.s.name, err.str())
+
+    def _data_loss(self, lane: _Lane) -> None:
+        low, high = self.consumer.get_watermark_offsets(lane.ktp, timeout=self.s.admin_timeout)
+        pos = self.consumer.position([lane.ktp])[0].offset
+        res = lane.result
+        frm = pos if pos >= 0 else res.copied_to
+        message = (
+            f"data loss on {self.s.source} {lane.tp[0]}-{lane.tp[1]}: the batch needs offsets "
+            f"up to {res.end - 1} from {frm} but the log holds {low}..{high - 1}"
+        )
+        if self.s.data_loss_action == "fail":
+            raise DataLossError(message + " (set data.loss.action=continue to skip the gap)")
+        log.error("%s; continuing at %d as data.loss.action=continue", message, low)
+        res.lost += max(min(low, res.end) - frm, 0)
+        if not lane.inflight and res.copied_to < low:
+            res.copied_to = min(low, res.end)
+        if low >= res.end:
+            self._read_done(lane)
+            return
+        self.consumer.incremental_unassign([lane.ktp])
+        self.consumer.incremental_assign([KafkaTopicPartition(*lane.tp, low)])
+
     def finish(self, timeout: float) -> None:
         """Wait for every delivery report, then write the remaining offset syncs (the newest
         acknowledged record of every partition, as MM2 does on each task commit)."""
@@ -493,46 +550,50 @@ class _Writer:
         while len(self.producer) > 0 and time.monotonic() < deadline:
             self.producer.flush(min(1.0, max(deadline - time.monotonic(), 0.01)))
             self.send_syncs()
-        unacked = len(self.producer)
         if self.syncs is not None:
             self.emitter.promote_delayed()
             self.send_syncs()
             left = self.syncs.flush(timeout)
             if left:
                 log.warning("flow %s: %d offset sync(s) not confirmed", self.s.name, left)
-        self.result.partitions = sorted(self.parts.values(), key=lambda p: (p.topic, p.partition))
-        if self.failures:
-            raise KafkaRequestError(
-                f"flow {self.s.name}: the target refused records: " + "; ".join(self.failures),
-                cluster=self.s.target,
-            )
-        if unacked:
-            raise ClusterTimeoutError(
-                f"flow {self.s.name}: {unacked} record(s) not acknowledged by {self.s.target} "
-                f"within {timeout:.0f}s", cluster=self.s.target, code="_TIMED_OUT",
-                retriable=True,
-            )  # fmt: skip
+        self.result.partitions = [self.lanes[tp].result for tp in sorted(self.lanes)]
 
 
-def write_batches(settings: FlowSettings, batches: Iterable[Any]) -> WriteResult:
-    """Copy Arrow record batches (:func:`arrow_schema`) to the target; returns when every
-    record is acknowledged and the offset syncs covering them are written. Raises if the target
-    refused a record (the task fails and Spark retries it)."""
+def copy_ranges(
+    settings: FlowSettings,
+    work: Sequence[Range],
+    *,
+    max_bytes: Mapping[str, int | None] | None = None,
+    budgets: Mapping[TP, int] | None = None,
+    stall_timeout: float | None = None,
+) -> CopyResult:
+    """Copy every record of ``work`` (each range ``[start, end)``) to the remote topics, same
+    partition; returns when every record is acknowledged (or its partition parked) and the
+    offset syncs covering them are written.
+
+    ``max_bytes``: source topic → its remote topic's ``max.message.bytes`` (when known);
+    ``budgets``: paced batch budgets learnt by earlier tasks (after ``MSG_SIZE_TOO_LARGE``).
+    Offsets the source no longer holds raise :class:`DataLossError` (or are skipped and counted
+    with ``data.loss.action=continue``); no progress for ``stall_timeout`` seconds raises
+    :class:`~mirrorlib.errors.ClusterTimeoutError` (Spark retries the task)."""
     started = time.monotonic()
-    writer = _Writer(settings)
-    timeout = max(settings.admin_timeout, 60.0) * 5
+    s = settings
+    stall = stall_timeout if stall_timeout is not None else max(s.admin_timeout, 60.0)
+    task = _Copy(s, work, max_bytes or {}, budgets or {})
     try:
-        writer.write(batches)
+        task.run(stall)
     except BaseException:
         # still wait for what was sent and write the syncs of what the target acknowledged
         try:
-            writer.finish(timeout)
+            task.finish(stall)
         except Exception as exc:
-            log.warning("flow %s: after a failed write: %s", settings.name, exc)
+            log.warning("flow %s: after a failed copy: %s", s.name, exc)
         raise
-    writer.finish(timeout)
-    writer.result.seconds = time.monotonic() - started
-    return writer.result
+    finally:
+        task.close()
+    task.finish(stall)
+    task.result.seconds = time.monotonic() - started
+    return task.result
 
 
 # -- driver: positions ---------------------------------------------------------------------------

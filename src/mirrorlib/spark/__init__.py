@@ -1,8 +1,10 @@
 """Run a :class:`~mirrorlib.MirrorConfig`'s flows on Apache Spark (extra ``mirrorlib[spark]``).
 
-The records of every enabled flow A->B are copied by a Structured Streaming query made of
-mirrorlib's Python data source and sink (``pyspark.sql.datasource``, Arrow batches,
-confluent-kafka on the executors); the metadata work runs on the driver, with the embedded
+The records of every enabled flow A->B are copied by a Structured Streaming query: mirrorlib's
+Python data source plans each micro-batch's offset ranges (kept in Spark's checkpoint), and
+executor tasks copy those ranges themselves with confluent-kafka, from the source straight to
+the target (no record becomes a Spark row; :mod:`mirrorlib.spark.plane`). The metadata work
+runs on the driver, with the embedded
 engine's own :class:`~mirrorlib.runtime.flow.FlowRunner` (the query is its data plane): topic
 creation, config and ACL sync
 (:class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
@@ -37,13 +39,19 @@ import types
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner, stop_flows
+from mirrorlib.spark.plane import StreamingQuery, flow_directory
 
-__all__ = ["DEFAULT_MAX_RECORDS_PER_BATCH", "SparkReplication", "SparkReplicator"]
+__all__ = [
+    "DEFAULT_MAX_RECORDS_PER_BATCH",
+    "SparkReplication",
+    "SparkReplicator",
+    "flow_directory",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,71 +71,11 @@ def _require_pyspark() -> Any:
     return pyspark
 
 
-def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
-    """The Spark checkpoint directory of one flow under ``checkpoint_location``."""
-    return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
-
-
-class _StreamingQuery:
-    """The Spark data plane of one flow of ``job`` (a :class:`~mirrorlib.runtime.flow.DataPlane`):
-    its Structured Streaming query, made of mirrorlib's data source and sink, with ``tasks``
-    write tasks per batch."""
-
-    def __init__(self, job: SparkReplicator, spark: Any, tasks: int) -> None:
-        self.job = job
-        self.spark = spark
-        self.tasks = tasks
-        self.name = ""
-        self.query: Any = None
-        """The ``pyspark.sql.streaming.StreamingQuery`` (``None`` until started)."""
-
-    def prepare(self, flow: FlowRunner[Any]) -> None:
-        """A first topic refresh, so that remote topics exist before batch 0."""
-        flow.metadata.refresh_topics()
-
-    def start(self, flow: FlowRunner[Any]) -> None:
-        from mirrorlib.spark.source import encode_settings
-
-        s = flow.settings
-        job = self.job
-        options = {
-            "flow.secret": encode_settings(s),
-            "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
-            "tasks": str(self.tasks),
-            "max.records.per.batch": str(job.max_records_per_batch or 0),
-        }
-        reader = self.spark.readStream.format("mirrorlib")
-        writer = (
-            reader.options(**options)
-            .load()
-            .writeStream.format("mirrorlib")
-            .options(**options)
-            .option("checkpointLocation", flow_directory(job.checkpoint_location, s))
-            .queryName(f"mirrorlib {s.source}->{s.target}")
-        )
-        if job.mode == "backfill":
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=job.trigger_interval)
-        self.name = s.name
-        self.query = writer.start()
-        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, job.mode, self.tasks)
-
-    def stop(self) -> None:
-        """Stop the query (an unfinished batch is replayed on restart)."""
-        if self.query is None:
-            return
-        try:
-            self.query.stop()
-        except Exception as exc:  # a failed query: nothing left to stop
-            log.warning("flow %s: stopping the query: %s", self.name, exc)
-
-
 class SparkReplication:
     """A running :class:`SparkReplicator`: one streaming query per enabled flow, plus the
     driver-side metadata, checkpoint and heartbeat threads."""
 
-    def __init__(self, flows: list[FlowRunner[_StreamingQuery]]) -> None:
+    def __init__(self, flows: list[FlowRunner[StreamingQuery]]) -> None:
         self._flows = flows
         self.queries: dict[str, Any] = {
             f.settings.name: f.data_plane.query for f in flows if f.data_plane.query is not None
@@ -179,8 +127,8 @@ class SparkReplication:
         stop_flows(self._flows, timeout)
 
     def status(self) -> tuple[FlowStatus, ...]:
-        """The driver-side state and errors of every pair (metadata, checkpoints, heartbeats).
-        Record counts are in :meth:`progress` (Spark's query progress)."""
+        """The state, errors, record counts and lag (records and seconds, as of each
+        partition's last copy) of every pair, as the embedded engine reports them."""
         return tuple(f.stats.snapshot() for f in self._flows)
 
     def progress(self) -> dict[str, Any]:
@@ -188,10 +136,9 @@ class SparkReplication:
         return {name: q.lastProgress for name, q in self.queries.items()}
 
     def records_copied(self) -> int:
-        """Input rows of every batch the queries still remember (Spark keeps the last 100)."""
-        return sum(
-            int(p.get("numInputRows", 0)) for q in self.queries.values() for p in q.recentProgress
-        )
+        """Records the copy tasks of every flow wrote since the start (acknowledged by the
+        target)."""
+        return sum(f.data_plane.batches.records for f in self._flows if f.data_plane.batches)
 
     def __enter__(self) -> SparkReplication:
         return self
@@ -289,7 +236,18 @@ class SparkReplicator:
         spark.dataSource.register(MirrorDataSource)
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
         flows = [
-            FlowRunner(s, _StreamingQuery(self, spark, tasks), thread_prefix="mirrorlib-spark")
+            FlowRunner(
+                s,
+                StreamingQuery(
+                    spark,
+                    checkpoint_location=self.checkpoint_location,
+                    mode=self.mode,
+                    trigger_interval=self.trigger_interval,
+                    max_records_per_batch=self.max_records_per_batch,
+                    tasks=tasks,
+                ),
+                thread_prefix="mirrorlib-spark",
+            )
             for s in self.settings
         ]
         try:

@@ -1,13 +1,17 @@
-# ruff: noqa: N802, N803  (Spark's method and argument names)
+# ruff: noqa: N802  (Spark's method and argument names)
 """The Python data source ``mirrorlib`` (Spark 4 ``pyspark.sql.datasource``): a stream reader
-over a flow's source partitions and an Arrow stream writer into the flow's target.
+that plans a flow's batches. Its offsets (``{topic: {partition: next upstream offset}}``) are
+what Spark keeps in the checkpoint location; its rows are the batch's *planned ranges*, one per
+source partition with records to copy (``topic, partition, startOffset, endOffset``), never
+records: the driver's ``foreachBatch`` function (:mod:`mirrorlib.spark.plane`) hands them to
+copy tasks that move the records from the source to the target themselves.
 
 Where each piece runs (see ``docs/spark.md``):
 
 * :class:`MirrorStreamReader` ``initialOffset`` / ``latestOffset`` / ``partitions``: one
   long-lived Python process on the driver per query (holds admin clients between batches);
-* :meth:`MirrorStreamReader.read` and :meth:`MirrorStreamWriter.write`: executor tasks;
-* :meth:`MirrorStreamWriter.commit`: a driver-side Python worker, once per committed batch.
+* :meth:`MirrorStreamReader.read`: one small task per batch that turns the planned ranges into
+  rows (no Kafka I/O).
 
 Options (strings): ``flow.secret`` (the pickled :class:`~mirrorlib.core.settings.FlowSettings`,
 base64; named so that Spark redacts it from plans and the UI), ``offsets.partitions``,
@@ -20,16 +24,9 @@ import base64
 import logging
 import pickle
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -57,21 +54,13 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1: one batch per trigger, 
 from mirrorlib.core import batches
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.errors import ConfigError
-from mirrorlib.kafka.ranges import (
-    SCHEMA_DDL,
-    SourceView,
-    WriteResult,
-    read_ranges,
-    store_positions,
-    write_batches,
-)
+from mirrorlib.kafka.ranges import SourceView
 
 __all__ = [
-    "MirrorCommitMessage",
+    "SCHEMA_DDL",
     "MirrorDataSource",
     "MirrorInputPartition",
     "MirrorStreamReader",
-    "MirrorStreamWriter",
     "decode_settings",
     "encode_settings",
 ]
@@ -79,6 +68,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SETTINGS_OPTION = "flow.secret"
+
+#: The rows of a mirrorlib source: the planned range ``[startOffset, endOffset)`` of each source
+#: partition with records to copy in the batch.
+SCHEMA_DDL = "topic STRING, partition INT, startOffset BIGINT, endOffset BIGINT"
 
 
 def encode_settings(settings: FlowSettings) -> str:
@@ -106,7 +99,7 @@ def decode_settings(options: Mapping[str, str]) -> FlowSettings:
 
 
 class MirrorDataSource(DataSource):
-    """``spark.readStream.format("mirrorlib")`` / ``writeStream.format("mirrorlib")``."""
+    """``spark.readStream.format("mirrorlib")``: the planned ranges of a flow's batches."""
 
     @classmethod
     def name(cls) -> str:
@@ -118,12 +111,9 @@ class MirrorDataSource(DataSource):
     def streamReader(self, schema: Any) -> MirrorStreamReader:
         return MirrorStreamReader(dict(self.options))
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> MirrorStreamWriter:
-        return MirrorStreamWriter(dict(self.options))
-
 
 class MirrorInputPartition(InputPartition):
-    """The upstream ranges one read task copies: ``(topic, partition, start, end)`` tuples."""
+    """The planned ranges of a batch: ``(topic, partition, start, end)`` tuples."""
 
     def __init__(self, ranges: Sequence[tuple[str, int, int, int]]) -> None:
         super().__init__(list(ranges))
@@ -201,7 +191,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if limit is None and start is None:
             budget = self.max_records  # Spark < 4.2 calls latestOffset() without a limit
-        end = batches.allot(begin, available, budget)
+        end = batches.allot(begin, available, budget, self.tasks)
         self._last = end
         return batches.encode_offsets(end)
 
@@ -209,12 +199,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """One partition holding every planned range: the driver packs them into copy tasks
+        (with what parked partitions still owe, which this process does not know)."""
         work = batches.ranges(batches.decode_offsets(start), batches.decode_offsets(end))
-        groups = batches.pack(work, self.tasks)
-        return [
-            MirrorInputPartition([(r.topic, r.partition, r.start, r.end) for r in g])
-            for g in groups
-        ]
+        if not work:
+            return []
+        return [MirrorInputPartition([(r.topic, r.partition, r.start, r.end) for r in work])]
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
@@ -224,79 +214,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._view.close()
             self._view = None
 
-    # -- data (executors) ----------------------------------------------------------------------
+    # -- rows (one small task per batch) ---------------------------------------------------------
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        ranges = [batches.Range(*r) for r in partition.value]
-        yield from read_ranges(self.settings, ranges)
-
-
-@dataclass
-class MirrorCommitMessage(WriterCommitMessage):
-    """One write task's result: per source partition ``(topic, partition, first, last,
-    records, bytes, last_downstream)``, plus the task's offset-sync writer id and counts."""
-
-    writer_id: str = ""
-    partitions: list[tuple[str, int, int, int, int, int, int]] = field(default_factory=list)
-    offset_syncs: int = 0
-    offset_syncs_failed: int = 0
-    seconds: float = 0.0
-
-
-def _message(result: WriteResult) -> MirrorCommitMessage:
-    return MirrorCommitMessage(
-        writer_id=result.writer_id,
-        partitions=[
-            (p.topic, p.partition, p.first, p.last, p.records, p.bytes, p.last_downstream)
-            for p in result.partitions
-        ],
-        offset_syncs=result.offset_syncs,
-        offset_syncs_failed=result.offset_syncs_failed,
-        seconds=result.seconds,
-    )
-
-
-class MirrorStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
-        self.settings = decode_settings(self.options)
-        self.offsets_partitions = int(self.options.get("offsets.partitions", "25"))
-
-    def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
-        return _message(write_batches(self.settings, iterator))
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Store the batch's last copied offset per source partition in MM2's offsets topic on
-        the target, so MM2 or the embedded engine can continue where Spark stopped (and a query
-        started without a checkpoint resumes there). Spark's checkpoint stays the source of
-        truth for Spark; failing to store a position only logs a warning."""
-        s = self.settings
-        last: dict[batches.TP, int] = {}
-        records = syncs = 0
-        for m in messages:
-            if not isinstance(m, MirrorCommitMessage):
-                continue
-            syncs += m.offset_syncs
-            for topic, partition, _first, end, count, _bytes, _down in m.partitions:
-                records += count
-                last[(topic, partition)] = max(end, last.get((topic, partition), -1))
-        log.info(
-            "flow %s: batch %d committed: %d records, %d offset syncs",
-            s.name,
-            batchId,
-            records,
-            syncs,
-        )
-        if not last:
-            return
-        try:
-            store_positions(s, self.offsets_partitions, last)
-        except Exception as exc:
-            log.warning("flow %s: storing positions of batch %d failed: %s", s.name, batchId, exc)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning(
-            "flow %s: batch %d aborted; Spark replays it from the same offsets",
-            self.settings.name,
-            batchId,
-        )
+    def read(self, partition: InputPartition) -> Iterator[tuple[str, int, int, int]]:
+        yield from (tuple(r) for r in partition.value)

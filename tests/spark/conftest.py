@@ -1,11 +1,17 @@
-"""Spark test helpers: a ``local[2]`` session per test module (one Spark at a time)."""
+"""Spark test helpers: a ``local[2]`` session per test module (one Spark at a time), and a
+Spark standalone cluster (master and two workers as separate processes)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +92,137 @@ def _stop_gateway() -> None:
             proc.kill()
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """A Spark standalone cluster from the PySpark installation: a master and ``workers``
+    workers (one core, 1 GiB each), every one a separate JVM in its own process group, loopback
+    only. ``url`` is the master (``spark://127.0.0.1:PORT``)."""
+
+    def __init__(self, workdir: Path, workers: int = 2) -> None:
+        import pyspark
+
+        self.home = Path(pyspark.__file__).parent
+        self.workdir = workdir
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "SPARK_HOME": str(self.home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": "256m",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
+        self.master: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.count = workers
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
+        return subprocess.Popen(
+            [str(self.home / "bin" / "spark-class"), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+
+    def alive_workers(self) -> int:
+        import json
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
+                state = json.load(r)
+        except OSError:
+            return 0
+        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def start(self) -> StandaloneCluster:
+        self.master = self._spawn(
+            "master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            "--port", str(self.port), "--webui-port", str(self.ui_port),
+        )  # fmt: skip
+        for i in range(self.count):
+            work = self.workdir / f"worker{i}"
+            work.mkdir(exist_ok=True)
+            args = [
+                "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
+                "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work),
+            ]  # fmt: skip
+            self.workers.append(self._spawn(f"worker{i}", *args, self.url))
+        deadline = time.monotonic() + 120
+        while self.alive_workers() < self.count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.count} Spark workers did not register:\n{self.logs()}")
+            time.sleep(0.5)
+        return self
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker ``i`` with its executor and Python workers (its process group)."""
+        proc = self.workers[i]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    def submit(self, app: list[str], log: Path, *conf: str) -> subprocess.Popen[bytes]:
+        """``spark-submit`` in client mode (the driver runs here, in its own process group)."""
+        src = str(Path(__file__).resolve().parents[2] / "src")
+        command = [
+            str(self.home / "bin" / "spark-submit"), "--master", self.url,
+            "--deploy-mode", "client",
+            "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", "spark.driver.bindAddress=127.0.0.1",
+            "--conf", "spark.driver.memory=512m",
+            "--conf", "spark.executor.memory=512m",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.executorEnv.PYTHONPATH={src}",
+            "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        ]  # fmt: skip
+        for c in conf:
+            command += ["--conf", c]
+        env = {**self.env, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+        out = open(log, "ab")  # noqa: SIM115 (closed with the process)
+        return subprocess.Popen(
+            command + app, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace")[-3000:] for p in sorted(self.workdir.glob("*.log"))
+        )
+
+    def stop(self) -> None:
+        for proc in [*self.workers, *([self.master] if self.master else [])]:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for proc in [*self.workers, *([self.master] if self.master else [])]:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two workers, stopped after the module's tests."""
+    require_spark()
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()

@@ -245,3 +245,61 @@ def test_backfill_stops_at_the_offsets_seen_at_start(
     for p in copied:
         values = [m.value() for m in sorted(got, key=lambda m: m.offset()) if m.partition() == p]
         assert values == [upstream[(p, o)] for o in range(copied[p])]
+
+
+def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    from mirrorlib.spark import SparkReplicator
+    from tests.runtime.test_failure_paths import set_topic_config
+
+    a, b = two_clusters
+    small, big = f"{name}.small", f"{name}.big"
+    # a backlog of 1 KiB records into a remote topic that takes batches of 20 kB at most
+    a.create_topic(small, 2, config={"max.message.bytes": "20000"})
+    b.create_topic(f"A.{small}", 2, config={"max.message.bytes": "20000"})
+    produce(
+        a, small, [{"value": b"%05d" % i + b"v" * 1019, "partition": i % 2} for i in range(3000)]
+    )
+    # a record the remote topic refuses (its limit is not synced from the source's)
+    a.create_topic(big, 1, config={"max.message.bytes": "2000000"})
+    b.create_topic(f"A.{big}", 1, config={"max.message.bytes": "100000"})
+    records = [{"value": b"small-%d" % i} for i in range(10)]
+    records.append({"value": b"x" * 300_000})
+    records += [{"value": b"after-%d" % i} for i in range(10)]
+    produce(a, big, records)
+    cfg = spark_config(
+        two_clusters,
+        **{"A->B.topics": f"{name}\\..*", "config.properties.exclude": "max\\.message\\.bytes"},
+    )
+    job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk")).start()
+    try:
+        wait_for(
+            "the small-limit backlog on B",
+            lambda: (
+                f"A.{small}" in b.topic_names()
+                and sum(end_offsets(b, f"A.{small}").values()) >= 3000
+            ),
+            timeout=180,
+        )
+
+        def parked() -> str | None:
+            part = next((p for p in job.status()[0].partitions if p.topic == big), None)
+            return part.error if part and part.error else None
+
+        error = wait_for("the refused record parks its partition", parked, timeout=120)
+        assert f"{big}-0@10" in error, error
+        assert job.active  # the query did not fail
+        assert sum(end_offsets(b, f"A.{big}").values()) == 10  # nothing after it
+        set_topic_config(b, f"A.{big}", "max.message.bytes", "2000000")
+        wait_for(
+            "the parked partition copied",
+            lambda: sum(end_offsets(b, f"A.{big}").values()) >= 21 and not parked(),
+            timeout=120,
+        )
+    finally:
+        job.stop()
+    values = [m.value() for m in sorted(read_all(b, f"A.{big}"), key=lambda m: m.offset())]
+    assert list(dict.fromkeys(values)) == [r["value"] for r in records]
+    got = sorted(m.value()[:5] for m in read_all(b, f"A.{small}"))
+    assert got == sorted(b"%05d" % i for i in range(3000))  # every record exactly once

@@ -123,6 +123,7 @@ class CopyBatches:
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         planned = [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()]
+        listed = time.monotonic()
         if self.owed is None:
             self.owed = self.parked_log.load(batch_id)
             if self.owed:
@@ -144,13 +145,16 @@ class CopyBatches:
         self.batches += 1
         if work:
             log.info(
-                "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs",
+                "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs "
+                "(ranges %.2fs, slowest task %.2fs)",
                 self.s.name,
                 batch_id,
                 records,
                 len(results),
                 sum(r.offset_syncs for r in results),
                 time.monotonic() - started,
+                listed - started,
+                max((r.seconds for r in results), default=0.0),
             )
 
     def _copy(self, work: Sequence[Range], batch_id: int) -> list[CopyResult]:

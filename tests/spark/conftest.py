@@ -226,3 +226,21 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneC
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+def consume_from(cluster: Any, topic: str, offsets: dict[int, int], count: int) -> list[Any]:
+    """What a consumer failing over to ``cluster`` reads of ``topic`` from ``offsets``
+    (partition → offset): up to ``count`` records, 30 s at most."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTP
+
+    consumer = Consumer(
+        {**cluster.client_config(), "group.id": "failover-check", "enable.auto.commit": False}
+    )
+    consumer.assign([KafkaTP(topic, p, o) for p, o in offsets.items()])
+    seen: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < count and time.monotonic() < deadline:
+        seen += [m for m in consumer.consume(500, timeout=0.5) if not m.error()]
+    consumer.close()
+    return seen

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import CodecError, MirrorConfig, OffsetSync, translate_offsets
@@ -23,6 +22,7 @@ from tests.runtime.conftest import (
     read_all,
     wait_for,
 )
+from tests.spark.conftest import consume_from
 
 # Record timestamps an hour old: recent enough that no retention setting deletes them while a
 # test runs (a fixed date in the past would be deleted by time-based retention).
@@ -127,15 +127,7 @@ def test_records_offset_syncs_checkpoints_and_failover(
         assert (m.headers() or None) == rec["headers"]
 
     # a consumer failing over to B at the translated offsets misses nothing
-    consumer = Consumer(
-        {**b.client_config(), "group.id": f"{name}-failover", "enable.auto.commit": False}
-    )
-    consumer.assign([KafkaTP(f"A.{name}.orders", p, o) for p, o in offsets.items()])
-    seen: list[Any] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 690 - sum(committed.values()) and time.monotonic() < deadline:
-        seen += [m for m in consumer.consume(500, timeout=0.5) if not m.error()]
-    consumer.close()
+    seen = consume_from(b, f"A.{name}.orders", offsets, 690 - sum(committed.values()))
     upstream = read_all(a, f"{name}.orders")
     expected = sorted(
         (m.partition(), m.value() or b"", m.timestamp()[1])
@@ -255,8 +247,9 @@ def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
 
     a, b = two_clusters
     small, big = f"{name}.small", f"{name}.big"
-    # a backlog of 1 KiB records into a remote topic that takes batches of 20 kB at most
-    a.create_topic(small, 2, config={"max.message.bytes": "20000"})
+    # a backlog of 1 KiB records (written in batches of up to 1 MB) into a remote topic that
+    # takes batches of 20 kB at most
+    a.create_topic(small, 2)
     b.create_topic(f"A.{small}", 2, config={"max.message.bytes": "20000"})
     produce(
         a, small, [{"value": b"%05d" % i + b"v" * 1019, "partition": i % 2} for i in range(3000)]

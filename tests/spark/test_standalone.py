@@ -11,12 +11,9 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import javaproperties
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTP
 
 from mirrorlib import translate_offsets
 from mirrorlib.testing import ClusterSet
@@ -28,7 +25,7 @@ from tests.runtime.conftest import (
     read_all,
     wait_for,
 )
-from tests.spark.conftest import StandaloneCluster
+from tests.spark.conftest import StandaloneCluster, consume_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -134,15 +131,7 @@ def test_a_flow_on_a_standalone_cluster_survives_a_killed_worker(
         assert (m.headers() or None) == rec["headers"]
 
     # a consumer failing over to B at the translated offsets misses nothing
-    consumer = Consumer(
-        {**b.client_config(), "group.id": f"{name}-failover", "enable.auto.commit": False}
-    )
-    consumer.assign([KafkaTP(f"A.{exact}", p, o) for p, o in offsets.items()])
-    seen: list[Any] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 300 - sum(committed.values()) and time.monotonic() < deadline:
-        seen += [m for m in consumer.consume(500, timeout=0.5) if not m.error()]
-    consumer.close()
+    seen = consume_from(b, f"A.{exact}", offsets, 300 - sum(committed.values()))
     expected = sorted(
         (r["partition"], r["value"]) for i, r in enumerate(records) if i // 3 >= committed[i % 3]
     )

@@ -240,6 +240,7 @@ class _Lane:
         "inflight",
         "ktp",
         "max_bytes",
+        "parked_at",
         "pending",
         "read_done",
         "remote",
@@ -260,6 +261,7 @@ class _Lane:
         self.pending: deque[Any] = deque()  # paced: records waiting for their batch
         self.inflight: deque[tuple[int, int, int]] = deque()  # (offset, timestamp, bytes)
         self.rewind: int | None = None  # too large: copy again from here once reports are in
+        self.parked_at: int | None = None  # refused: nothing from here on counts
         self.throttled = False
 
     @property
@@ -327,7 +329,7 @@ class _Copy:
             return
         up, ts, nbytes = lane.inflight.popleft()
         self.progress_at = time.monotonic()
-        if lane.stopped or lane.rewind is not None:
+        if lane.rewind is not None or (lane.parked_at is not None and up >= lane.parked_at):
             return  # after a refusal nothing later of the partition counts
         if err is not None:
             self._refused(lane, up, err, msg)
@@ -363,7 +365,7 @@ class _Copy:
         """Stop ``lane`` at upstream offset ``up``: nothing from there on counts as copied."""
         log.warning("flow %s: %s (the partition is parked)", self.s.name, error)
         lane.result.error = error
-        lane.result.copied_to = min(lane.result.copied_to, up)
+        lane.parked_at = up if lane.parked_at is None else min(lane.parked_at, up)
         lane.pending.clear()
         self._pause(lane)
 
@@ -390,14 +392,6 @@ class _Copy:
             return
         if off + 1 >= end:
             self._read_done(lane)
-        if lane.max_bytes is not None and record_size(msg) > lane.max_bytes:
-            size = len(msg.key() or b"") + len(msg.value() or b"")
-            self._park(
-                lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
-                f"than max.message.bytes={lane.max_bytes} of {lane.remote} on {self.s.target}; "
-                "raise it on the target topic to replicate it",
-            )  # fmt: skip
-            return
         if lane.paced:
             lane.pending.append(msg)
             if len(lane.pending) >= 10_000:
@@ -413,6 +407,15 @@ class _Copy:
             lane.throttled = True
 
     def _produce(self, lane: _Lane, msg: Any) -> None:
+        if lane.max_bytes is not None and record_size(msg) > lane.max_bytes:
+            off = msg.offset()
+            size = len(msg.key() or b"") + len(msg.value() or b"")
+            self._park(
+                lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
+                f"than max.message.bytes={lane.max_bytes} of {lane.remote} on {self.s.target}; "
+                "raise it on the target topic to replicate it",
+            )  # fmt: skip
+            return
         ts = msg.timestamp()[1]
         value = msg.value()
         while True:
@@ -535,8 +538,6 @@ class _Copy:
             raise DataLossError(message + " (set data.loss.action=continue to skip the gap)")
         log.error("%s; continuing at %d as data.loss.action=continue", message, low)
         res.lost += max(min(low, res.end) - frm, 0)
-        if not lane.inflight and res.copied_to < low:
-            res.copied_to = min(low, res.end)
         if low >= res.end:
             self._read_done(lane)
             return
@@ -556,6 +557,11 @@ class _Copy:
             left = self.syncs.flush(timeout)
             if left:
                 log.warning("flow %s: %d offset sync(s) not confirmed", self.s.name, left)
+        for lane in self.lanes.values():
+            # a range may end in transaction markers or compacted-away offsets: done is done
+            if lane.done and not lane.inflight:
+                res = lane.result
+                res.copied_to = res.end if lane.parked_at is None else lane.parked_at
         self.result.partitions = [self.lanes[tp].result for tp in sorted(self.lanes)]
 
 

@@ -44,6 +44,7 @@ import json
 import os
 import struct
 import tempfile
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -158,20 +159,17 @@ def compare_partition(
             buckets.add_source(offset, digest)
         for offset, digest in remote:
             buckets.add_remote(offset, digest)
-        first_match = min(
-            (i for i in map(_first_match, buckets.contents()) if i is not None),
-            default=buckets.remote_records,
-        )
         tally = _Tally()
         for contents in buckets.contents():
-            tally.add(contents, first_match, replicated_up_to)
+            tally.add(contents, replicated_up_to)
+    truncated, extra = tally.foreign(buckets.remote_records)
     return PartitionAudit(
         topic=topic, partition=partition, remote_topic=remote_topic,
         source_records=buckets.source_records, remote_records=buckets.remote_records,
         matched=tally.matched, missing=tally.missing, duplicated=tally.duplicated,
-        extra=tally.extra, pending=tally.pending, truncated=tally.truncated,
+        extra=len(extra), pending=tally.pending, truncated=truncated,
         missing_offsets=tuple(sorted(tally.missing_offsets)[:MAX_LISTED]),
-        extra_offsets=tuple(sorted(tally.extra_offsets)[:MAX_LISTED]),
+        extra_offsets=tuple(extra[:MAX_LISTED]),
     )  # fmt: skip
 
 
@@ -179,13 +177,6 @@ def compare_partition(
 _Contents = tuple[list[tuple[int, bytes]], list[tuple[int, int, bytes]]]
 _SOURCE = struct.Struct(">q16s")
 _REMOTE = struct.Struct(">qq16s")
-
-
-def _first_match(contents: _Contents) -> int | None:
-    """The index of the first remote record matching a source record."""
-    source, remote = contents
-    digests = {d for _, d in source}
-    return next((i for i, _, d in remote if d in digests), None)
 
 
 @attrs.define
@@ -196,12 +187,12 @@ class _Tally:
     missing: int = 0
     pending: int = 0
     duplicated: int = 0
-    truncated: int = 0
-    extra: int = 0
     missing_offsets: list[int] = attrs.Factory(list)  # the first MAX_LISTED of each bucket
-    extra_offsets: list[int] = attrs.Factory(list)
+    first_match: int | None = None  # index of the first remote record matching the source
+    # (index, offset) of remote records left over that match no source record, flattened
+    unmatched: array[int] = attrs.Factory(lambda: array("q"))
 
-    def add(self, contents: _Contents, first_match: int, replicated_up_to: int | None) -> None:
+    def add(self, contents: _Contents, replicated_up_to: int | None) -> None:
         source, remote = contents
         available = Counter(d for _, _, d in remote)
         source_digests = {d for _, d in source}
@@ -214,25 +205,31 @@ class _Tally:
                 missing.append(offset)
             else:
                 self.pending += 1
-        # leftovers: copies beyond the first one of a source record are duplicates; others are
-        # extra, unless they precede the first remote record that matches the source (the source
-        # deleted them by retention after they were copied)
-        extra: list[int] = []
+        self.missing += len(missing)
+        self.missing_offsets += missing[:MAX_LISTED]
+        first = next((i for i, _, d in remote if d in source_digests), None)
+        if first is not None and (self.first_match is None or first < self.first_match):
+            self.first_match = first
+        # leftovers: copies beyond the first one of a source record are duplicates; the others
+        # are sorted out by foreign() once the first match of every bucket is known
         leftover = +available
         for i, offset, digest in remote:
             if leftover[digest] <= 0:
                 continue
             if digest in source_digests:
                 self.duplicated += 1
-            elif i < first_match:
-                self.truncated += 1
             else:
-                extra.append(offset)
+                self.unmatched.extend((i, offset))
             leftover[digest] -= 1
-        self.missing += len(missing)
-        self.extra += len(extra)
-        self.missing_offsets += missing[:MAX_LISTED]
-        self.extra_offsets += extra[:MAX_LISTED]
+
+    def foreign(self, remote_records: int) -> tuple[int, list[int]]:
+        """How many remote records matching no source record are *truncated* (they precede the
+        first remote record that matches the source: the source deleted them by retention after
+        they were copied), and the offsets of the others (*extra*), in remote order."""
+        first = remote_records if self.first_match is None else self.first_match
+        pairs = sorted(zip(self.unmatched[0::2], self.unmatched[1::2], strict=True))
+        truncated = sum(1 for i, _ in pairs if i < first)
+        return truncated, [offset for i, offset in pairs if i >= first]
 
 
 class _Buckets:
@@ -296,11 +293,12 @@ class _Buckets:
         with open(self._path(*key), "ab") as fh:
             fh.write(self._buffers.pop(key))
 
-    def _read(self, side: str, bucket: int, layout: struct.Struct) -> Iterator[tuple[Any, ...]]:
+    def _read(self, side: str, bucket: int, layout: struct.Struct) -> list[Any]:
         path = self._path(side, bucket)
-        if os.path.exists(path):
-            with open(path, "rb") as fh:
-                yield from layout.iter_unpack(fh.read())
+        if not os.path.exists(path):
+            return []
+        with open(path, "rb") as fh:
+            return list(layout.iter_unpack(fh.read()))
 
     def contents(self) -> Iterator[_Contents]:
         """Each bucket's records (in their order), one bucket at a time."""
@@ -310,9 +308,7 @@ class _Buckets:
         for key in list(self._buffers):
             self._flush(key)
         for bucket in range(_SPILL_BUCKETS):
-            source = [(o, d) for o, d in self._read("s", bucket, _SOURCE)]
-            remote = [(i, o, d) for i, o, d in self._read("r", bucket, _REMOTE)]
-            yield source, remote
+            yield self._read("s", bucket, _SOURCE), self._read("r", bucket, _REMOTE)
 
 
 #: Buckets of digests a spilled comparison is split into (by the digest's first byte).

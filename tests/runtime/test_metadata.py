@@ -126,3 +126,16 @@ def test_filtered_topics_are_neither_created_nor_described() -> None:
     assert set(target.topics) == {"A.orders"}
     assert "secret" not in source.described
     assert set(catalog.snapshot()[1]) == {"orders"}
+
+
+def test_topics_that_could_not_be_created_are_tried_again() -> None:
+    source = FakeAdminClient({"orders": 1})
+    target = FakeAdminClient(brokers=1)
+    task, catalog = make_task(source, target, **{"replication.factor": "3"})
+    assert not task.refresh_topics()  # 3 replicas on 1 broker: refused
+    assert not target.topics
+    assert not task.refresh_topics()  # nothing changed, but still refused
+    target.brokers = 3
+    assert task.refresh_topics()
+    assert target.topics == {"A.orders": 1}
+    assert set(catalog.snapshot()[1]) == {"orders"}

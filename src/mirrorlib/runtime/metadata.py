@@ -256,9 +256,13 @@ class MetadataTask:
         source, target = self._admins()
         source_counts = source.list_topics()
         target_counts = target.list_topics(include_internal=True)
-        if (source_counts, target_counts) == self._last_counts and not self._limits_due():
+        if (
+            not self._problems
+            and (source_counts, target_counts) == self._last_counts
+            and not self._limits_due()
+        ):
             self.catalog.publish(self._published)
-            return not self._problems
+            return True
         remote_of = self._remote_names(source_counts)
         candidates = {t: n for t, n in source_counts.items() if t in remote_of}
         if any(target_counts.get(remote_of[t], 0) < n for t, n in candidates.items()):

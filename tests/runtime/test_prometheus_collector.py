@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mirrorlib.core.status import Family, FlowState, FlowStatus, StatsRegistry
-from mirrorlib.runtime.prometheus import ReplicatorCollector
+from mirrorlib.runtime.prometheus import Exposition, ReplicatorCollector, start_http_server
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
@@ -72,3 +72,65 @@ def test_exposition_types_units_and_help() -> None:
             assert not line.split()[2].endswith(("_count", "_total")), line
         if line.startswith("# HELP"):
             assert not line.split(" ", 3)[3].startswith("MM2 metric"), line
+
+
+class ScrapedFlows:
+    """Stands in for a Replicator the way it answers a scrape (``StatsRegistry.scrape``); the
+    answer is taken by :meth:`take`, so two scrapers see the same one (rates change with time)."""
+
+    def __init__(self, *registries: StatsRegistry) -> None:
+        self.registries = registries
+        self.take()
+
+    def take(self) -> None:
+        self.answer = [stats.scrape() for stats in self.registries]
+
+    def flow_metrics(self) -> list[tuple[Any, list[Family]]]:
+        return self.answer
+
+
+def busy_flow() -> StatsRegistry:
+    stats = StatsRegistry("A", 'B"x', stall_after=0.0)  # an alias needing escapes
+    stats.state = FlowState.RUNNING
+    for i in range(3):
+        p = stats.partition(f"t{i}", i, f"A.t{i}")
+        p.position, p.end_offset = 5 * i, 10
+        p.record_count, p.byte_count, p.lost_records = 123456789 * i, 10**12, i
+        p.tail_timestamp_ms = None  # (lag in seconds would change between two scrapes)
+        p.latency.record(40.0 * i)
+        p.age.record(7.5)
+    stats.partition("t9", 0, "A.t9")  # nothing known yet
+    stats.checkpoint_latency.record(250.0)
+    stats.checkpoints_emitted = 7
+    stats.set_error("metadata", "boom")
+    return stats
+
+
+def test_the_direct_exposition_writes_what_prometheus_client_writes() -> None:
+    flows: Any = ScrapedFlows(busy_flow(), flow("B", "A"))
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(ReplicatorCollector(flows))
+    exposition = Exposition(flows)
+    for _ in range(2):  # the second one from remembered lines
+        flows.take()
+        expected = prometheus_client.generate_latest(registry).decode()
+        assert exposition.render().decode() == expected
+    flows.registries[1].partition("orders", 0, "B.orders").record_count += 5
+    flows.take()
+    assert exposition.render().decode() == prometheus_client.generate_latest(registry).decode()
+
+
+def test_the_metrics_endpoint_serves_the_exposition() -> None:
+    import urllib.request
+
+    flows: Any = ScrapedFlows(flow("A", "B"))
+    server = start_http_server(flows, port=0)
+    try:
+        port = server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            assert answer.headers["Content-Type"].startswith("text/plain")
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 'mirrorlib_flow_up{source="A",target="B"} 1.0' in text

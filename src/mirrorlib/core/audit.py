@@ -41,8 +41,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import struct
+import tempfile
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -135,51 +139,181 @@ def compare_partition(
     remote: Iterable[tuple[int, bytes]],
     *,
     replicated_up_to: int | None,
+    bucket_records: int | None = None,
+    spill_dir: str | None = None,
 ) -> PartitionAudit:
     """Compare ``source`` and ``remote`` ``(offset, digest)`` sequences (in offset order).
 
     ``replicated_up_to`` is the flow's stored position for the partition (the next offset to
     replicate; ``None``: no position, so every unmatched source record is *pending*). Source
     records below it without a copy are *missing*; at or past it they are *pending*.
+
+    Both sequences are read once, in order (they may be generators reading a partition window by
+    window). With ``bucket_records`` the comparison holds at most about that many records at a
+    time: once more are read, records are spilled to temporary files (in ``spill_dir``) in
+    buckets of digests, and the buckets are compared one by one (a digest's records are all in
+    one bucket, so the findings are the same).
     """
-    source = list(source)
-    remote = list(remote)
-    available = Counter(d for _, d in remote)
-    source_digests = {d for _, d in source}
-    missing: list[int] = []
-    pending = matched = 0
-    for offset, digest in source:
-        if available[digest] > 0:
-            available[digest] -= 1
-            matched += 1
-        elif replicated_up_to is not None and offset < replicated_up_to:
-            missing.append(offset)
-        else:
-            pending += 1
-    # leftovers: copies beyond the first one of a source record are duplicates; others are extra,
-    # unless they precede the first remote record that matches the source (the source deleted
-    # them by retention after they were copied)
-    first_match = next((i for i, (_, d) in enumerate(remote) if d in source_digests), len(remote))
-    duplicated = truncated = 0
-    extra: list[int] = []
-    leftover = +available
-    for i, (offset, digest) in enumerate(remote):
-        if leftover[digest] <= 0:
-            continue
-        if digest in source_digests:
-            duplicated += 1
-        elif i < first_match:
-            truncated += 1
-        else:
-            extra.append(offset)
-        leftover[digest] -= 1
+    with _Buckets(bucket_records, spill_dir) as buckets:
+        for offset, digest in source:
+            buckets.add_source(offset, digest)
+        for offset, digest in remote:
+            buckets.add_remote(offset, digest)
+        tally = _Tally()
+        for contents in buckets.contents():
+            tally.add(contents, replicated_up_to)
+    truncated, extra = tally.foreign(buckets.remote_records)
     return PartitionAudit(
         topic=topic, partition=partition, remote_topic=remote_topic,
-        source_records=len(source), remote_records=len(remote), matched=matched,
-        missing=len(missing), duplicated=duplicated, extra=len(extra), pending=pending,
-        truncated=truncated, missing_offsets=tuple(missing[:MAX_LISTED]),
+        source_records=buckets.source_records, remote_records=buckets.remote_records,
+        matched=tally.matched, missing=tally.missing, duplicated=tally.duplicated,
+        extra=len(extra), pending=tally.pending, truncated=truncated,
+        missing_offsets=tuple(sorted(tally.missing_offsets)[:MAX_LISTED]),
         extra_offsets=tuple(extra[:MAX_LISTED]),
     )  # fmt: skip
+
+
+# (offset, digest) of source records; (index in the remote sequence, offset, digest) of remote ones
+_Contents = tuple[list[tuple[int, bytes]], list[tuple[int, int, bytes]]]
+_SOURCE = struct.Struct(">q16s")
+_REMOTE = struct.Struct(">qq16s")
+
+
+@attrs.define
+class _Tally:
+    """The findings of :func:`compare_partition`, added up over buckets of digests."""
+
+    matched: int = 0
+    missing: int = 0
+    pending: int = 0
+    duplicated: int = 0
+    missing_offsets: list[int] = attrs.Factory(list)  # the first MAX_LISTED of each bucket
+    first_match: int | None = None  # index of the first remote record matching the source
+    # (index, offset) of remote records left over that match no source record, flattened
+    unmatched: array[int] = attrs.Factory(lambda: array("q"))
+
+    def add(self, contents: _Contents, replicated_up_to: int | None) -> None:
+        source, remote = contents
+        available = Counter(d for _, _, d in remote)
+        source_digests = {d for _, d in source}
+        missing: list[int] = []
+        for offset, digest in source:
+            if available[digest] > 0:
+                available[digest] -= 1
+                self.matched += 1
+            elif replicated_up_to is not None and offset < replicated_up_to:
+                missing.append(offset)
+            else:
+                self.pending += 1
+        self.missing += len(missing)
+        self.missing_offsets += missing[:MAX_LISTED]
+        first = next((i for i, _, d in remote if d in source_digests), None)
+        if first is not None and (self.first_match is None or first < self.first_match):
+            self.first_match = first
+        # leftovers: copies beyond the first one of a source record are duplicates; the others
+        # are sorted out by foreign() once the first match of every bucket is known
+        leftover = +available
+        for i, offset, digest in remote:
+            if leftover[digest] <= 0:
+                continue
+            if digest in source_digests:
+                self.duplicated += 1
+            else:
+                self.unmatched.extend((i, offset))
+            leftover[digest] -= 1
+
+    def foreign(self, remote_records: int) -> tuple[int, list[int]]:
+        """How many remote records matching no source record are *truncated* (they precede the
+        first remote record that matches the source: the source deleted them by retention after
+        they were copied), and the offsets of the others (*extra*), in remote order."""
+        first = remote_records if self.first_match is None else self.first_match
+        pairs = sorted(zip(self.unmatched[0::2], self.unmatched[1::2], strict=True))
+        truncated = sum(1 for i, _ in pairs if i < first)
+        return truncated, [offset for i, offset in pairs if i >= first]
+
+
+class _Buckets:
+    """Records of both sides, in memory up to ``limit`` records, else in files by digest."""
+
+    def __init__(self, limit: int | None, directory: str | None) -> None:
+        self.limit = limit
+        self.directory = directory
+        self.source_records = self.remote_records = 0
+        self._source: list[tuple[int, bytes]] = []
+        self._remote: list[tuple[int, int, bytes]] = []
+        self._spill: tempfile.TemporaryDirectory[str] | None = None
+        self._buffers: dict[tuple[str, int], bytearray] = {}
+
+    def __enter__(self) -> _Buckets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._spill is not None:
+            self._spill.cleanup()
+
+    def add_source(self, offset: int, digest: bytes) -> None:
+        self.source_records += 1
+        if self._spill is None:
+            self._source.append((offset, digest))
+            self._check()
+        else:
+            self._write("s", digest, _SOURCE.pack(offset, digest))
+
+    def add_remote(self, offset: int, digest: bytes) -> None:
+        index = self.remote_records
+        self.remote_records += 1
+        if self._spill is None:
+            self._remote.append((index, offset, digest))
+            self._check()
+        else:
+            self._write("r", digest, _REMOTE.pack(index, offset, digest))
+
+    def _check(self) -> None:
+        if self.limit is None or len(self._source) + len(self._remote) <= self.limit:
+            return
+        self._spill = tempfile.TemporaryDirectory(prefix="mirrorlib-verify-", dir=self.directory)
+        for offset, digest in self._source:
+            self._write("s", digest, _SOURCE.pack(offset, digest))
+        for index, offset, digest in self._remote:
+            self._write("r", digest, _REMOTE.pack(index, offset, digest))
+        self._source, self._remote = [], []
+
+    def _write(self, side: str, digest: bytes, data: bytes) -> None:
+        key = (side, digest[0] % _SPILL_BUCKETS)
+        buffer = self._buffers.setdefault(key, bytearray())
+        buffer += data
+        if len(buffer) >= _SPILL_BUFFER:
+            self._flush(key)
+
+    def _path(self, side: str, bucket: int) -> str:
+        assert self._spill is not None
+        return os.path.join(self._spill.name, f"{side}{bucket}")
+
+    def _flush(self, key: tuple[str, int]) -> None:
+        with open(self._path(*key), "ab") as fh:
+            fh.write(self._buffers.pop(key))
+
+    def _read(self, side: str, bucket: int, layout: struct.Struct) -> list[Any]:
+        path = self._path(side, bucket)
+        if not os.path.exists(path):
+            return []
+        with open(path, "rb") as fh:
+            return list(layout.iter_unpack(fh.read()))
+
+    def contents(self) -> Iterator[_Contents]:
+        """Each bucket's records (in their order), one bucket at a time."""
+        if self._spill is None:
+            yield self._source, self._remote
+            return
+        for key in list(self._buffers):
+            self._flush(key)
+        for bucket in range(_SPILL_BUCKETS):
+            yield self._read("s", bucket, _SOURCE), self._read("r", bucket, _REMOTE)
+
+
+#: Buckets of digests a spilled comparison is split into (by the digest's first byte).
+_SPILL_BUCKETS = 256
+_SPILL_BUFFER = 8 * 1024  # bytes written to a bucket's file at a time (at most 4 MiB held)
 
 
 @attrs.frozen

@@ -27,7 +27,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import attrs
 
@@ -40,6 +40,7 @@ __all__ = [
     "FlowLagView",
     "FlowState",
     "FlowStatus",
+    "FlowSummary",
     "Histogram",
     "HistogramValue",
     "Lagging",
@@ -409,6 +410,29 @@ class PartitionStatus:
 
 
 @attrs.frozen
+class FlowSummary:
+    """A flow's state and errors without its partitions (see :meth:`StatsRegistry.scrape`)."""
+
+    source: str
+    target: str
+    state: FlowState
+    errors: tuple[str, ...]
+    stalled: str | None  # why the flow is stalled, if it is
+    stalled_partitions: int = 0
+
+
+class _Row(NamedTuple):
+    """One partition as the status and the metrics show it."""
+
+    topic: str
+    partition: int
+    stats: PartitionStats
+    lag_records: int | None
+    lag_seconds: float | None
+    stalled: str | None
+
+
+@attrs.frozen
 class FlowStatus(FlowLagView["PartitionStatus"]):
     source: str
     target: str
@@ -505,12 +529,11 @@ class StatsRegistry:
                     del self._stalls[component]
             return [f"{c}: {r}" for c, (r, _) in sorted(self._stalls.items())]
 
-    def snapshot(self) -> FlowStatus:
+    def _rows(self, items: Iterable[tuple[tuple[str, int], PartitionStats]]) -> list[_Row]:
+        """What the status and the metrics show of each partition (lag, stall), in one pass."""
         now_ms = int(time.time() * 1000)
         now = time.monotonic()
-        with self._lock:
-            items = sorted(self._partitions.items())
-        partitions = []
+        rows = []
         for (topic, partition), s in items:
             position, end = s.position, s.end_offset
             lag = None
@@ -527,34 +550,23 @@ class StatsRegistry:
             if waiting and idle > self.stall_after:
                 what = "unknown number of" if lag is None else str(lag)
                 stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
-            partitions.append(
-                PartitionStatus(
-                    topic=topic,
-                    partition=partition,
-                    remote_topic=s.remote_topic,
-                    position=position,
-                    end_offset=end,
-                    lag_records=lag,
-                    lag_seconds=lag_seconds,
-                    record_count=s.record_count,
-                    byte_count=s.byte_count,
-                    last_record_age_ms=None if s.age.last is None else int(s.age.last),
-                    last_replication_latency_ms=(
-                        None if s.latency.last is None else int(s.latency.last)
-                    ),
-                    lost_records=s.lost_records,
-                    error=s.error,
-                    stalled=stalled,
-                    internal=s.internal,
-                )
-            )
+            rows.append(_Row(topic, partition, s, lag, lag_seconds, stalled))
+        return rows
+
+    def _summary(
+        self, items: list[tuple[tuple[str, int], PartitionStats]], rows: list[_Row]
+    ) -> FlowSummary:
+        """The flow's state, errors and stall reason from its partitions' ``rows``."""
         errors = self.errors() + tuple(
-            f"{p.topic}-{p.partition}: {p.error}" for p in partitions if p.error
+            f"{topic}-{partition}: {error}"
+            for topic, partition, error in sorted(
+                (r.topic, r.partition, r.stats.error) for r in rows if r.stats.error
+            )
         )
         reasons = self._client_stalls(items)
-        stuck = [p for p in partitions if p.stalled]
+        stuck = [r for r in rows if r.stalled]
         if stuck:
-            first = stuck[0]
+            first = min(stuck, key=lambda r: (r.topic, r.partition))
             more = f" (and {len(stuck) - 1} more partition(s))" if len(stuck) > 1 else ""
             reasons.append(f"{first.topic}-{first.partition}: {first.stalled}{more}")
         state = self.state
@@ -562,17 +574,53 @@ class StatsRegistry:
             state = FlowState.STALLED
         elif state is FlowState.RUNNING and errors:
             state = FlowState.DEGRADED
-        return FlowStatus(
+        return FlowSummary(
             source=self.source,
             target=self.target,
             state=state,
             errors=errors,
-            partitions=tuple(partitions),
+            stalled="; ".join(reasons) or None,
+            stalled_partitions=len(stuck),
+        )
+
+    def snapshot(self) -> FlowStatus:
+        with self._lock:
+            items = sorted(self._partitions.items())
+        rows = self._rows(items)
+        partitions = tuple(
+            PartitionStatus(
+                topic=r.topic,
+                partition=r.partition,
+                remote_topic=r.stats.remote_topic,
+                position=r.stats.position,
+                end_offset=r.stats.end_offset,
+                lag_records=r.lag_records,
+                lag_seconds=r.lag_seconds,
+                record_count=r.stats.record_count,
+                byte_count=r.stats.byte_count,
+                last_record_age_ms=None if r.stats.age.last is None else int(r.stats.age.last),
+                last_replication_latency_ms=(
+                    None if r.stats.latency.last is None else int(r.stats.latency.last)
+                ),
+                lost_records=r.stats.lost_records,
+                error=r.stats.error,
+                stalled=r.stalled,
+                internal=r.stats.internal,
+            )
+            for r in rows
+        )
+        summary = self._summary(items, rows)
+        return FlowStatus(
+            source=self.source,
+            target=self.target,
+            state=summary.state,
+            errors=summary.errors,
+            partitions=partitions,
             last_heartbeat_ms=self.last_heartbeat_ms,
             last_checkpoint_ms=self.last_checkpoint_ms,
             checkpoints_emitted=self.checkpoints_emitted,
             offset_syncs_emitted=self.offset_syncs_emitted,
-            stalled="; ".join(reasons) or None,
+            stalled=summary.stalled,
         )
 
     def _rates(self) -> dict[tuple[str, int], tuple[float, float]]:
@@ -622,39 +670,70 @@ class StatsRegistry:
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))
         return out
 
+    def scrape(self) -> tuple[FlowSummary, list[Family]]:
+        """The flow's state and its metric families, in one pass over the partitions and
+        without a per-partition status object (what a Prometheus scrape needs; cheaper than
+        :meth:`snapshot` followed by :meth:`families`)."""
+        with self._lock:
+            items = list(self._partitions.items())
+        rows = self._rows(items)
+        summary = self._summary(items, rows)
+        return summary, list(self._families(rows, summary))
+
     def families(self, status: FlowStatus | None = None) -> Iterator[Family]:
         """The metrics of :data:`METRICS` with their samples now (one pass over the partitions;
         no per-partition object is kept between scrapes). ``status``: a snapshot just taken."""
         if status is None:
-            status = self.snapshot()
+            yield from self.scrape()[1]
+            return
+        with self._lock:
+            stats = dict(self._partitions)
+        rows = [
+            _Row(p.topic, p.partition, s, p.lag_records, p.lag_seconds, p.stalled)
+            for p in status.partitions
+            if (s := stats.get((p.topic, p.partition))) is not None
+        ]
+        summary = FlowSummary(
+            self.source, self.target, status.state, status.errors, status.stalled,
+            sum(1 for p in status.partitions if p.stalled),
+        )  # fmt: skip
+        yield from self._families(rows, summary)
+
+    def _families(self, rows: list[_Row], summary: FlowSummary) -> Iterator[Family]:
         flow = (self.source, self.target)
         rates = self._rates()
         with self._lock:
-            stats = dict(self._partitions)
             histograms = dict(self._topic_histograms)
-        per_partition: dict[str, list[tuple[tuple[str, ...], float | HistogramValue]]] = {
-            n: [] for n in ("records_total", "bytes_total", "lost_records_total",
-                            "replication_lag_records", "replication_lag_seconds",
-                            "partition_stalled")
-        }  # fmt: skip
+        records: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        nbytes: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        lost: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        lag: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        lag_s: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        stalled: list[tuple[tuple[str, ...], float | HistogramValue]] = []
         topic_rates: dict[str, list[float]] = {}
-        for p in status.partitions:
-            s = stats.get((p.topic, p.partition))
-            if s is None:
-                continue
-            labels = (*flow, p.remote_topic, str(p.partition))
-            per_partition["records_total"].append((labels, float(p.record_count)))
-            per_partition["bytes_total"].append((labels, float(p.byte_count)))
-            per_partition["lost_records_total"].append((labels, float(p.lost_records)))
-            if p.lag_records is not None:
-                per_partition["replication_lag_records"].append((labels, float(p.lag_records)))
-            if p.lag_seconds is not None:
-                per_partition["replication_lag_seconds"].append((labels, p.lag_seconds))
-            per_partition["partition_stalled"].append((labels, 1.0 if p.stalled else 0.0))
-            record_rate, byte_rate = rates.get((p.topic, p.partition), (0.0, 0.0))
-            acc = topic_rates.setdefault(p.remote_topic, [0.0, 0.0])
+        no_rate = (0.0, 0.0)
+        for r in rows:
+            s = r.stats
+            labels = (*flow, s.remote_topic, str(r.partition))
+            records.append((labels, float(s.record_count)))
+            nbytes.append((labels, float(s.byte_count)))
+            lost.append((labels, float(s.lost_records)))
+            if r.lag_records is not None:
+                lag.append((labels, float(r.lag_records)))
+            if r.lag_seconds is not None:
+                lag_s.append((labels, r.lag_seconds))
+            stalled.append((labels, 1.0 if r.stalled else 0.0))
+            record_rate, byte_rate = rates.get((r.topic, r.partition), no_rate)
+            acc = topic_rates.get(s.remote_topic)
+            if acc is None:
+                acc = topic_rates[s.remote_topic] = [0.0, 0.0]
             acc[0] += record_rate
             acc[1] += byte_rate
+        per_partition = {
+            "records_total": records, "bytes_total": nbytes, "lost_records_total": lost,
+            "replication_lag_records": lag, "replication_lag_seconds": lag_s,
+            "partition_stalled": stalled,
+        }  # fmt: skip
         for name, samples in per_partition.items():
             yield Family(_SPEC[name], tuple(samples))
         yield Family(
@@ -676,6 +755,5 @@ class StatsRegistry:
         yield Family(_SPEC["checkpoint_latency_seconds"], ((flow, checkpoint.value()),))
         yield Family(_SPEC["checkpoints_total"], ((flow, float(self.checkpoints_emitted)),))
         yield Family(_SPEC["offset_syncs_total"], ((flow, float(self.offset_syncs_emitted)),))
-        stuck = sum(1 for p in status.partitions if p.stalled)
-        yield Family(_SPEC["stalled_partitions"], ((flow, float(stuck)),))
-        yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if status.stalled else 0.0),))
+        yield Family(_SPEC["stalled_partitions"], ((flow, float(summary.stalled_partitions)),))
+        yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if summary.stalled else 0.0),))

@@ -382,10 +382,16 @@ class ClusterAdmin:
         return out
 
     def describe_configs(
-        self, topics: Iterable[str], *, timeout: float | None = None
+        self,
+        topics: Iterable[str],
+        *,
+        keys: Iterable[str] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, dict[str, TopicConfigEntry]]:
         """Topic → config name → :class:`~mirrorlib.core.plans.TopicConfigEntry` (every entry
-        Kafka describes). Topics that no longer exist are left out."""
+        Kafka describes, or only those named in ``keys``). Topics that no longer exist are left
+        out."""
+        wanted = None if keys is None else frozenset(keys)
         names = sorted(set(topics))
         if not names:
             return {}
@@ -405,7 +411,11 @@ class ClusterAdmin:
                     log.debug("cluster %s: topic %s vanished before describe", self.alias, name)
                     continue
                 raise self._error(exc, f"describe configs of topic {name}", name) from exc
-            out[name] = {key: from_config_entry(e) for key, e in entries.items()}
+            out[name] = {
+                key: from_config_entry(e)
+                for key, e in entries.items()
+                if wanted is None or key in wanted
+            }
         return out
 
     def snapshot(

@@ -207,6 +207,7 @@ class Copier:
         self._stuck = StuckProducer()  # the target producer: recreated when stuck
         self._stuck_reason = ""  # its last problem
         self._last_latency_sample = 0.0
+        self._acked_since_sample: set[_Part] = set()  # latency sampling visits only these
         self._stopping = threading.Event()  # the stop request of `run`
 
     # -- clients ---------------------------------------------------------------------------------
@@ -675,6 +676,7 @@ class Copier:
         st.record_count += acks.count
         if acks.tail_timestamp > 0:  # replication-latency-ms is sampled from it in the loop
             st.tail_timestamp_ms = acks.tail_timestamp
+            self._acked_since_sample.add(part)
         self.committer.acknowledged(part, acks)
         return True
 
@@ -957,9 +959,14 @@ class Copier:
 
     def _sample_latency(self) -> None:
         """replication-latency-ms: now minus the source timestamp of the newest acknowledged
-        record, sampled per partition (at most every 100 ms) instead of per record."""
+        record, sampled per partition (at most every 100 ms) instead of per record. Only the
+        partitions acknowledged since the last sample are visited: the cost follows the active
+        partitions, not the assigned ones."""
         now_ms = time.time() * 1000.0
-        for part in self._parts.values():
+        acked, self._acked_since_sample = self._acked_since_sample, set()
+        for part in acked:
+            if self._parts.get(part.key) is not part:
+                continue  # revoked or lost meanwhile
             st = part.stats
             ts = st.tail_timestamp_ms
             if ts is not None and ts != part.sampled_ts:

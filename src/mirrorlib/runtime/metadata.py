@@ -19,9 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.core.plans import plan_acls, plan_topic_configs, plan_topics
+from mirrorlib.core.plans import TopicSnapshot, plan_acls, plan_topic_configs, plan_topics
 from mirrorlib.core.replication_factor import (
     choose_replication_factor,
     enforce_replication_factor,
@@ -33,9 +35,21 @@ from mirrorlib.core.status import StatsRegistry
 from mirrorlib.errors import ClusterError, KafkaRequestError
 from mirrorlib.kafka.admin import ClusterAdmin
 
-__all__ = ["MetadataTask"]
+__all__ = [
+    "LIMITS_MAX_AGE",
+    "LIMITS_REFRESH_BATCH",
+    "AdminFactory",
+    "MetadataTask",
+    "connect_admins",
+]
 
 log = logging.getLogger(__name__)
+
+
+#: Seconds after which a remote topic's cached ``max.message.bytes`` is read again.
+LIMITS_MAX_AGE: Final = 3600.0
+#: Most cached ``max.message.bytes`` read again per topic refresh.
+LIMITS_REFRESH_BATCH: Final = 1000
 
 
 def _int_or_none(value: object) -> int | None:
@@ -46,22 +60,53 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
+#: Makes the (source, target) admin clients of a flow; called again after a failure.
+AdminFactory = Callable[[FlowSettings], tuple[ClusterAdmin, ClusterAdmin]]
+
+
+def connect_admins(s: FlowSettings) -> tuple[ClusterAdmin, ClusterAdmin]:
+    """The flow's source and target admin clients (the default :data:`AdminFactory`)."""
+    return (
+        ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout),
+        ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout),
+    )
+
+
 class MetadataTask:
-    def __init__(self, settings: FlowSettings, catalog: TopicCatalog, stats: StatsRegistry) -> None:
+    """Creates internal and remote topics and syncs configs and ACLs for one flow.
+
+    ``connect`` makes its admin clients (default :func:`connect_admins`; a benchmark or test
+    passes clients that answer from memory)."""
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        catalog: TopicCatalog,
+        stats: StatsRegistry,
+        *,
+        connect: AdminFactory = connect_admins,
+    ) -> None:
         self.s = settings
         self.catalog = catalog
         self.stats = stats
         self.offsets_topic_partitions = settings.offset_storage_partitions
+        self._connect = connect
         self._source: ClusterAdmin | None = None
         self._target: ClusterAdmin | None = None
+        # what the last topic refresh saw and published (skips the work when nothing changed)
+        self._last_counts: tuple[dict[str, int], dict[str, int]] | None = None
+        self._published: dict[str, RemoteTopic] = {}
+        self._problems: list[str] = []
+        self._remote_of: dict[str, str | None] = {}  # source topic -> remote (None: filtered)
+        self._replicable: dict[str, str] = {}  # the same, without the filtered topics
+        self._limits: dict[str, int | None] = {}  # remote topic -> max.message.bytes
+        self._limits_read: dict[str, float] = {}  # remote topic -> monotonic time it was read
 
     # -- admin clients -------------------------------------------------------------------------
 
     def _admins(self) -> tuple[ClusterAdmin, ClusterAdmin]:
         if self._source is None or self._target is None:
-            s = self.s
-            self._source = ClusterAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
-            self._target = ClusterAdmin(s.target_admin, alias=s.target, timeout=s.admin_timeout)
+            self._source, self._target = self._connect(self.s)
         return self._source, self._target
 
     def _rf(self, admin: ClusterAdmin, topic: str, wanted: int) -> int:
@@ -202,13 +247,83 @@ class MetadataTask:
 
     def refresh_topics(self) -> bool:
         """Create missing remote topics and partitions, then publish the replicable topics.
-        ``False`` when some could not be created or grown (the flow's status says why)."""
-        s = self.s
+        ``False`` when some could not be created or grown (the flow's status says why).
+
+        Per-topic work is done only for what changed: source configs are described only for
+        topics whose remote topic is missing (creation carries them), nothing is planned when
+        every remote topic exists with enough partitions, and ``max.message.bytes`` of remote
+        topics comes from a cache (see :meth:`_message_limits`)."""
         source, target = self._admins()
         source_counts = source.list_topics()
-        candidates = [t for t in source_counts if s.should_replicate_topic(t)]
-        source_snap = source.snapshot(candidates)
         target_counts = target.list_topics(include_internal=True)
+        if (
+            not self._problems
+            and (source_counts, target_counts) == self._last_counts
+            and not self._limits_due()
+        ):
+            self.catalog.publish(self._published)
+            return True
+        remote_of = self._remote_names(source_counts)
+        candidates = {t: n for t, n in source_counts.items() if t in remote_of}
+        if any(target_counts.get(remote_of[t], 0) < n for t, n in candidates.items()):
+            target_counts = self._create_remote_topics(
+                source, target, candidates, remote_of, target_counts
+            )
+        else:
+            self.stats.set_error("topics", None)
+            self._problems = []
+        remotes = {
+            topic: remote_of[topic] for topic in candidates if remote_of[topic] in target_counts
+        }
+        limits = self._message_limits(target, remotes.values())
+        self._published = {
+            topic: RemoteTopic(remote, target_counts[remote], limits.get(remote))
+            for topic, remote in sorted(remotes.items())
+        }
+        self._last_counts = (source_counts, target_counts)
+        self.catalog.publish(self._published)
+        return not self._problems
+
+    def _remote_names(self, source_counts: Mapping[str, int]) -> dict[str, str]:
+        """Replicable source topic → remote topic name, remembered between cycles (the filters
+        and the policy do not change while the flow runs)."""
+        s = self.s
+        known, replicable = self._remote_of, self._replicable
+        if known.keys() != source_counts.keys():
+            for gone in known.keys() - source_counts.keys():
+                del known[gone]
+                replicable.pop(gone, None)
+            for topic in source_counts.keys() - known.keys():
+                remote = None
+                if s.should_replicate_topic(topic):
+                    remote = replicable[topic] = s.policy.format_remote_topic(s.source, topic)
+                known[topic] = remote
+        return replicable
+
+    def _create_remote_topics(
+        self,
+        source: ClusterAdmin,
+        target: ClusterAdmin,
+        candidates: Mapping[str, int],
+        remote_of: Mapping[str, str],
+        target_counts: dict[str, int],
+    ) -> dict[str, int]:
+        """Plan and apply the creations and partition growths; the target's topics after it."""
+        s = self.s
+        # with distinct remote names (no conflict to report), only the topics that need a
+        # creation or a growth are planned
+        planned = (
+            [t for t, n in candidates.items() if target_counts.get(remote_of[t], 0) < n]
+            if len(set(remote_of.values())) == len(remote_of)
+            else list(candidates)
+        )
+        missing = {t for t in planned if remote_of[t] not in target_counts}
+        described = source.describe_configs(missing)
+        source_snap = {
+            t: TopicSnapshot(t, candidates[t], described.get(t, {}))
+            for t in planned
+            if t in described or t not in missing  # a topic that vanished is left out
+        }
         plan = plan_topics(
             source_snap,
             target_counts,
@@ -239,21 +354,43 @@ class MetadataTask:
                 log.warning("flow %s: %s", s.name, problems[-1])
             target_counts = target.list_topics(include_internal=True)
         self.stats.set_error("topics", "; ".join(problems) or None)
-        remotes = {
-            topic: s.policy.format_remote_topic(s.source, topic)
-            for topic in source_snap
-            if s.policy.format_remote_topic(s.source, topic) in target_counts
-        }
-        limits = {
-            name: _int_or_none(cfg.get("max.message.bytes"))
-            for name, cfg in target.describe_configs(remotes.values()).items()
-        }
-        published = {
-            topic: RemoteTopic(remote, target_counts[remote], limits.get(remote))
-            for topic, remote in sorted(remotes.items())
-        }
-        self.catalog.publish(published)
-        return not problems
+        self._problems = problems
+        return target_counts
+
+    def _limits_due(self) -> bool:
+        """Whether some cached ``max.message.bytes`` is due to be read again."""
+        return bool(self._limits_read) and (
+            time.monotonic() - min(self._limits_read.values()) >= LIMITS_MAX_AGE
+        )
+
+    def _message_limits(
+        self, target: ClusterAdmin, remotes: Iterable[str]
+    ) -> dict[str, int | None]:
+        """``max.message.bytes`` of the ``remotes`` (remote topic → bytes, ``None`` unknown).
+
+        Described once when a remote topic first appears, then again after the config sync
+        changed it and when older than :data:`LIMITS_MAX_AGE` (at most
+        :data:`LIMITS_REFRESH_BATCH` of the oldest per cycle, so the cost of a cycle does not
+        grow with the topic count): a stale limit only costs a refused batch, which the copier
+        splits and sends again."""
+        wanted = set(remotes)
+        read = self._limits_read
+        for gone in read.keys() - wanted:
+            del read[gone]
+            self._limits.pop(gone, None)
+        now = time.monotonic()
+        todo = wanted - read.keys()
+        if self._limits_due():
+            stale = sorted((at, name) for name, at in read.items() if now - at >= LIMITS_MAX_AGE)
+            todo.update(name for _, name in stale[:LIMITS_REFRESH_BATCH])
+        if todo:
+            described = target.describe_configs(todo, keys=("max.message.bytes",))
+            for name in todo:
+                read[name] = now
+                cfg = described.get(name)
+                entry = None if cfg is None else cfg.get("max.message.bytes")
+                self._limits[name] = None if entry is None else _int_or_none(entry)
+        return self._limits
 
     def sync_topic_configs(self) -> None:
         s = self.s
@@ -273,6 +410,10 @@ class MetadataTask:
         if not plan.is_empty:
             log.info("flow %s: %s", s.name, plan.describe(skipped=False))
             target.apply(plan)
+            for step in plan.alters:  # read a changed max.message.bytes again on the next refresh
+                if any(op.key == "max.message.bytes" for op in step.ops):
+                    self._limits_read.pop(step.name, None)
+                    self._last_counts = None
 
     def sync_topic_acls(self) -> None:
         s = self.s

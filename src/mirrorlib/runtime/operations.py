@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final
 
 from mirrorlib.core.audit import (
     FlowHealth,
@@ -43,6 +43,12 @@ from mirrorlib.kafka.probe import check_reachable_all, unreachable
 __all__ = ["check_clusters", "flow_plan", "flow_status", "select_flows", "verify_flow"]
 
 log = logging.getLogger(__name__)
+
+#: ``verify`` reads a partition this many offsets at a time…
+VERIFY_WINDOW: Final = 50_000
+#: …and compares up to this many records (both sides) in memory; a larger partition is compared
+#: bucket of digests by bucket, spilled to temporary files (see ``compare_partition``).
+VERIFY_HELD_RECORDS: Final = 200_000
 
 Progress = Callable[[VerifyProgress], None]
 
@@ -344,25 +350,31 @@ def verify_flow(
     source_conf = config.client_config(flow.source, "consumer")
     target_conf = config.client_config(flow.target, "consumer")
     deadline = time.monotonic() + timeout
+
+    def windows(
+        conf: Mapping[str, Any], topic: str, p: int, low: int, high: int
+    ) -> Iterator[tuple[int, bytes]]:
+        for start in range(low, high, VERIFY_WINDOW):
+            remaining = max(deadline - time.monotonic(), 1.0)
+            yield from read_digests(
+                conf, topic, p, start, min(start + VERIFY_WINDOW, high),
+                read_committed=flow.exactly_once_enabled, timeout=remaining, progress=tick,
+            )  # fmt: skip
+
     for t, p in tps:
         remote = policy.format_remote_topic(flow.source, t)
-        remaining = max(deadline - time.monotonic(), 1.0)
+        rlow, rhigh = rlows.get((remote, p), 0), rhighs.get((remote, p), 0)
+        source_records = windows(source_conf, t, p, lows[(t, p)], highs[(t, p)])
+        remote_records = windows(target_conf, remote, p, rlow, rhigh)
         try:
-            src = read_digests(source_conf, t, p, lows[(t, p)], highs[(t, p)],
-                                read_committed=flow.exactly_once_enabled, timeout=remaining,
-                                progress=tick)  # fmt: skip
-            dst: list[tuple[int, bytes]] = []
-            if (remote, p) in rhighs:
-                dst = read_digests(
-                    target_conf, remote, p, rlows[(remote, p)], rhighs[(remote, p)],
-                    read_committed=flow.exactly_once_enabled, timeout=remaining, progress=tick,
-                )  # fmt: skip
+            audit = compare_partition(
+                t, p, remote, source_records, remote_records,
+                replicated_up_to=positions.get((t, p)), bucket_records=VERIFY_HELD_RECORDS,
+            )  # fmt: skip
         except MirrorError as exc:
             errors.append(f"{t}-{p}: {exc}")
             continue
-        audits.append(
-            compare_partition(t, p, remote, src, dst, replicated_up_to=positions.get((t, p)))
-        )
+        audits.append(audit)
     if progress is not None:
         progress(VerifyProgress(flow.name, done, total, finished=True))
     return VerifyReport(flow=flow.name, partitions=tuple(audits), errors=tuple(errors))

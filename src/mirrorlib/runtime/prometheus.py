@@ -18,7 +18,9 @@ are per remote topic, not per partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from mirrorlib.core.status import FlowState, HistogramValue, MetricSpec
@@ -27,9 +29,16 @@ from mirrorlib.errors import ConfigError
 if TYPE_CHECKING:
     from mirrorlib.runtime.replicator import Replicator
 
-__all__ = ["ReplicatorCollector", "start_http_server"]
+__all__ = ["Exposition", "ReplicatorCollector", "start_http_server"]
 
 _UP = (FlowState.STARTING, FlowState.RUNNING, FlowState.DEGRADED, FlowState.STALLED)
+_UP_HELP = (
+    "1 while the flow is starting, running, degraded or stalled; 0 when it failed or was stopped."
+)
+_ERRORS_HELP = "Errors the flow reports now (components, clusters, partitions); see the status."
+_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_INF = float("inf")
+_VALUE_CACHE = 100_000  # formatted values remembered
 
 
 def _require() -> Any:
@@ -70,16 +79,9 @@ class ReplicatorCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         families: dict[str, Any] = {}
-        up = GaugeMetricFamily(
-            f"{self.prefix}_flow_up",
-            "1 while the flow is starting, running, degraded or stalled; 0 when it failed or "
-            "was stopped.",
-            labels=["source", "target"],
-        )
+        up = GaugeMetricFamily(f"{self.prefix}_flow_up", _UP_HELP, labels=["source", "target"])
         errors = GaugeMetricFamily(
-            f"{self.prefix}_flow_errors",
-            "Errors the flow reports now (components, clusters, partitions); see the status.",
-            labels=["source", "target"],
+            f"{self.prefix}_flow_errors", _ERRORS_HELP, labels=["source", "target"]
         )
         for status, flow_families in self.replicator.flow_metrics():
             for fam in flow_families:
@@ -103,17 +105,161 @@ class ReplicatorCollector:
         yield errors
 
 
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _help(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n")
+
+
+class _Layout:
+    """How the samples of one metric are written: names, and the label order (by name)."""
+
+    def __init__(self, name: str, labels: tuple[str, ...], *, bucket: bool = False) -> None:
+        self.name = name
+        self.labels = labels
+        self.order = sorted(range(len(labels)), key=lambda i: labels[i])
+        if bucket:  # the bucket's `le` label goes in its sorted place
+            self.le_at = sum(1 for n in labels if n < "le")
+
+    def labelstr(self, values: tuple[str, ...]) -> str:
+        return ",".join(f'{self.labels[i]}="{_escape(values[i])}"' for i in self.order)
+
+
+class Exposition:
+    """A replicator's metrics in Prometheus' text format, written directly: the same text as
+    ``prometheus_client.generate_latest`` over a :class:`ReplicatorCollector`, at a fraction of
+    the cost (no sample objects; a partition's label text is written once for all its metrics,
+    and formatted values are remembered).
+
+    ``source`` is a :class:`~mirrorlib.runtime.replicator.Replicator` (anything with
+    ``flow_metrics()``). Not thread-safe: one scrape at a time (see :func:`start_http_server`).
+    """
+
+    def __init__(self, source: Replicator, prefix: str = "mirrorlib") -> None:
+        from prometheus_client.utils import floatToGoString
+
+        self.source = source
+        self.prefix = prefix
+        self._go: Callable[[float], str] = floatToGoString
+        self._layouts: dict[str, _Layout] = {}
+        self._values: dict[float, str] = {}
+
+    def _float(self, value: float) -> str:
+        text = self._values.get(value)
+        if text is None:
+            if len(self._values) > _VALUE_CACHE:
+                self._values.clear()
+            text = self._values[value] = self._go(value)
+        return text
+
+    def _layout(self, spec: MetricSpec) -> _Layout:
+        layout = self._layouts.get(spec.name)
+        if layout is None:
+            name = f"{self.prefix}_{spec.name}"
+            layout = self._layouts[spec.name] = _Layout(
+                name, spec.labels, bucket=spec.kind == "histogram"
+            )
+        return layout
+
+    def _header(self, spec: MetricSpec) -> str:
+        name = f"{self.prefix}_{spec.name}"
+        help_text = _help(spec.help + (f" MM2: {spec.mm2}." if spec.mm2 else ""))
+        return f"# HELP {name} {help_text}\n# TYPE {name} {spec.kind}\n"
+
+    def _histogram(self, layout: _Layout, labels: tuple[str, ...], value: HistogramValue) -> str:
+        pairs = [f'{layout.labels[i]}="{_escape(labels[i])}"' for i in layout.order]
+        before, after = ",".join(pairs[: layout.le_at]), ",".join(pairs[layout.le_at :])
+        before = f'{layout.name}_bucket{{{before}{"," if before else ""}le="'
+        after = f'"{"," if after else ""}{after}}} '
+        out = [
+            f"{before}{'+Inf' if le == _INF else repr(le)}{after}{self._float(n)}\n"
+            for le, n in value.buckets
+        ]
+        plain = "{" + ",".join(pairs) + "}" if pairs else ""
+        out.append(f"{layout.name}_count{plain} {self._float(value.count)}\n")
+        out.append(f"{layout.name}_sum{plain} {self._float(value.sum)}\n")
+        return "".join(out)
+
+    def render(self) -> bytes:
+        """The text of one scrape."""
+        sections: dict[str, list[str]] = {}
+        up: list[str] = []
+        errors: list[str] = []
+        number = self._float
+        for status, families in self.source.flow_metrics():
+            # the per-partition metrics share their label tuples: each is written once
+            labelstrs: dict[int, str] = {}
+            for fam in families:
+                spec = fam.spec
+                out = sections.get(spec.name)
+                if out is None:
+                    out = sections[spec.name] = [self._header(spec)]
+                layout = self._layout(spec)
+                name = layout.name
+                for labels, value in fam.samples:
+                    if isinstance(value, HistogramValue):
+                        out.append(self._histogram(layout, labels, value))
+                        continue
+                    labelstr = labelstrs.get(id(labels))
+                    if labelstr is None:
+                        labelstr = labelstrs[id(labels)] = layout.labelstr(labels)
+                    out.append(f"{name}{{{labelstr}}} {number(value)}\n")
+            flow = f'{{source="{_escape(status.source)}",target="{_escape(status.target)}"}}'
+            up.append(f"{self.prefix}_flow_up{flow} {1.0 if status.state in _UP else 0.0}\n")
+            errors.append(f"{self.prefix}_flow_errors{flow} {float(len(status.errors))}\n")
+        text = [line for lines in sections.values() for line in lines]
+        text.append(
+            f"# HELP {self.prefix}_flow_up {_help(_UP_HELP)}\n# TYPE {self.prefix}_flow_up gauge\n"
+        )
+        text += up
+        text.append(
+            f"# HELP {self.prefix}_flow_errors {_help(_ERRORS_HELP)}\n"
+            f"# TYPE {self.prefix}_flow_errors gauge\n"
+        )
+        text += errors
+        return "".join(text).encode()
+
+
 def start_http_server(
     replicator: Replicator, port: int = 9464, addr: str = "127.0.0.1", *, registry: Any = None
 ) -> Any:
     """Serve ``/metrics`` for ``replicator`` on ``addr:port`` in a background thread.
 
-    Returns the server (call ``.shutdown()`` to stop it). A fresh registry is used unless one
-    is given, so the process's default metrics are not mixed in.
+    Returns the server (call ``.shutdown()`` to stop it). Without ``registry`` the replicator's
+    metrics are written by :class:`Exposition` (a scrape of 100,000 partitions costs tenths of
+    a second); with one, the replicator's collector is registered in it and the whole registry
+    is served by prometheus-client.
     """
     prometheus_client = _require()
-    if registry is None:
-        registry = prometheus_client.CollectorRegistry()
-    registry.register(ReplicatorCollector(replicator))
-    server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
+    if registry is not None:
+        registry.register(ReplicatorCollector(replicator))
+        server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
+        return server
+    return _serve(Exposition(replicator), addr, port)
+
+
+def _serve(exposition: Exposition, addr: str, port: int) -> ThreadingHTTPServer:
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] not in ("/", "/metrics"):
+                self.send_error(404)
+                return
+            with lock:
+                body = exposition.render()
+            self.send_response(200)
+            self.send_header("Content-Type", _CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # no access log on stderr
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="mirrorlib-prometheus", daemon=True).start()
     return server

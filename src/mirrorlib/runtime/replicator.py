@@ -27,7 +27,7 @@ from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import Family, FlowState, FlowStatus, Metric
+from mirrorlib.core.status import Family, FlowState, FlowStatus, FlowSummary, Metric
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 
@@ -170,14 +170,10 @@ class Replicator:
         """Every metric of every flow, with MM2's names and tags plus replication lag."""
         return [m for r in self._runners for m in r.stats.metrics()]
 
-    def flow_metrics(self) -> list[tuple[FlowStatus, list[Family]]]:
-        """Per flow: its status and its metrics following Prometheus' conventions (see
-        :data:`mirrorlib.core.status.METRICS`), both from one snapshot."""
-        out = []
-        for runner in self._runners:
-            status = runner.stats.snapshot()
-            out.append((status, list(runner.stats.families(status))))
-        return out
+    def flow_metrics(self) -> list[tuple[FlowSummary, list[Family]]]:
+        """Per flow: its state and its metrics following Prometheus' conventions (see
+        :data:`mirrorlib.core.status.METRICS`), both from one pass over its partitions."""
+        return [runner.stats.scrape() for runner in self._runners]
 
     def __enter__(self) -> Replicator:
         self.start()

@@ -1,0 +1,468 @@
+"""Control-plane benchmark: the runtime's own metadata, checkpoint and metrics code at scale.
+
+No broker: the code runs against in-memory clients that answer at once
+(:class:`mirrorlib.testing.fakes.FakeAdminClient` behind ``ClusterAdmin`` for the metadata task;
+small fakes of the group admin, producer and offset-syncs log for the checkpoint task), so the
+numbers are CPU costs in this process, before any network time. Round trips are the calls the
+fakes answered.
+
+    flock /work/bench.lock python -m bench.controlplane [--sizes 1000,10000,100000] [--quick]
+
+What is measured, at each size P (partitions):
+
+* **metadata refresh** — ``MetadataTask.refresh_topics`` with P single-partition source topics:
+  the first cycle (creates every remote topic), a cycle with nothing changed, a cycle with one
+  new topic (CPU-s, round trips);
+* **checkpoint cycle** — ``CheckpointTask._emit`` for P/10 groups x 20 partitions (10,000 x 20
+  at P = 100k) over 200 partitions with 1,000 offset syncs each: a cycle where every offset
+  changed and one where none did (CPU-s, round trips), then group offset sync
+  (``CheckpointTask._sync_group_offsets``, round trips);
+* **offset-sync intake** — records decoded and added to the translator by
+  ``CheckpointTask._on_sync`` (syncs per CPU-second);
+* **translator memory** — RSS growth of an ``OffsetTranslator`` fed 20 syncs per partition;
+* **scrape** — ``Exposition.render`` (what ``/metrics`` serves) and, for comparison,
+  prometheus-client's ``generate_latest`` over ``ReplicatorCollector`` with P partitions in P/10
+  topics (CPU-s, bytes, objects alive while the scrape's families are held);
+* **verify** — peak traced memory of ``compare_partition`` over 10·P records per side, as
+  ``verify`` runs it (read by offset windows, spilled past ``VERIFY_HELD_RECORDS``).
+
+The checkpoint task is driven through private methods (``_emit``, ``_on_sync``,
+``_sync_group_offsets``) with duck-typed fakes: ``CheckpointTask`` builds its clients inside
+``_run`` and has no seam yet. Results: ``bench/results/controlplane-<time>.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.records import OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.translate import OffsetTranslator
+from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.runtime.checkpoints import CheckpointTask
+from mirrorlib.runtime.metadata import MetadataTask
+from mirrorlib.runtime.operations import VERIFY_HELD_RECORDS
+from mirrorlib.testing.fakes import FakeAdminClient
+
+RESULTS = Path(__file__).parent / "results"
+GROUP_PARTITIONS = 20  # partitions each group commits
+SYNC_PARTITIONS = 200  # partitions the groups' offsets are in (10 topics x 20)
+SYNCS_PER_PARTITION = 1_000
+
+
+def settings(**props: str) -> FlowSettings:
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:1",
+            "A->B.enabled": "true",
+            "A->B.sync.group.offsets.enabled": "true",
+            **props,
+        }
+    )
+    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+
+
+def cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """CPU seconds of this process spent in ``fn()``, and its result."""
+    gc.collect()
+    start = time.process_time()
+    out = fn()
+    return time.process_time() - start, out
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+
+def bench_metadata(size: int) -> dict[str, Any]:
+    source = FakeAdminClient({f"topic-{i}": 1 for i in range(size)})
+    target = FakeAdminClient()
+    admins = (ClusterAdmin(alias="A", client=source), ClusterAdmin(alias="B", client=target))
+    task = MetadataTask(
+        settings(), TopicCatalog(), StatsRegistry("A", "B"), connect=lambda _s: admins
+    )
+
+    def trips() -> int:
+        return source.round_trips + target.round_trips
+
+    out: dict[str, Any] = {}
+    for name, change in (
+        ("first", None),
+        ("unchanged", None),
+        ("one_new_topic", lambda: source.set_topics({**source.topics, "fresh": 1})),
+    ):
+        if change is not None:
+            change()
+        before = trips()
+        seconds, ok = cpu(task.refresh_topics)
+        out[name] = {"cpu_s": round(seconds, 4), "round_trips": trips() - before, "ok": ok}
+    return out
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+class FakeGroups:
+    """``GroupAdmin`` as the checkpoint task uses it, answering from memory."""
+
+    def __init__(self, offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
+        self.offsets = offsets
+        self.calls = 0
+
+    def list_groups(self) -> list[str]:
+        self.calls += 1
+        return list(self.offsets)
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        self.calls += 1
+        return dict(self.offsets.get(group, {}))
+
+    def states(self, groups: list[str]) -> dict[str, Any]:
+        from mirrorlib.kafka.groups import GroupState
+
+        self.calls += 1
+        return {g: GroupState.EMPTY for g in groups}
+
+    def commit_offsets(self, group: str, offsets: Any) -> None:
+        self.calls += 1
+        self.offsets[group] = {tp: OffsetAndMetadata(om.offset) for tp, om in offsets.items()}
+
+
+class FakeProducer:
+    """Acknowledges every record at the next flush (one flush: one round trip)."""
+
+    def __init__(self) -> None:
+        self.pending: list[Callable[[Any, Any], None]] = []
+        self.records = 0
+        self.flushes = 0
+
+    def produce(self, *_: Any, on_delivery: Callable[[Any, Any], None], **__: Any) -> None:
+        self.records += 1
+        self.pending.append(on_delivery)
+
+    def flush(self, *_: Any) -> int:
+        self.flushes += 1
+        pending, self.pending = self.pending, []
+        for done in pending:
+            done(None, None)
+        return 0
+
+
+class FakeSyncsLog:
+    """The offset-syncs topic, already read (syncs are fed before a cycle)."""
+
+    def read_to_end(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def poll(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+class SyncRecord:
+    """A consumer record of the offset-syncs topic, as ``_on_sync`` reads it."""
+
+    __slots__ = ("_key", "_offset", "_value")
+
+    def __init__(self, sync: OffsetSync, offset: int) -> None:
+        self._key, self._value, self._offset = sync.encode_key(), sync.encode_value(), offset
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+    def topic(self) -> str:
+        return "mm2-offset-syncs.B.internal"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+
+def sync_partitions() -> list[tuple[str, int]]:
+    return [(f"t{i // 20}", i % 20) for i in range(SYNC_PARTITIONS)]
+
+
+def sync_records(per_partition: int) -> Iterator[SyncRecord]:
+    """``per_partition`` syncs of every sync partition, interleaved as a copier writes them."""
+    parts = sync_partitions()
+    n = 0
+    for k in range(per_partition):
+        for topic, partition in parts:
+            yield SyncRecord(OffsetSync(topic, partition, k * 100, k * 100), n)
+            n += 1
+
+
+def bench_checkpoints(size: int) -> dict[str, Any]:
+    groups = max(size // 10, 1)
+    parts = sync_partitions()
+    top = SYNCS_PER_PARTITION * 100
+
+    def committed(shift: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        return {
+            f"group-{g}": {
+                TopicPartition(*parts[(g + j) % len(parts)]): OffsetAndMetadata(
+                    top - 1 - ((g + j + shift) % 5000)
+                )
+                for j in range(GROUP_PARTITIONS)
+            }
+            for g in range(groups)
+        }
+
+    task = CheckpointTask(settings(), StatsRegistry("A", "B"))
+    for record in sync_records(SYNCS_PER_PARTITION):
+        task._on_sync(record)
+    source, target, producer = FakeGroups(committed(0)), FakeGroups({}), FakeProducer()
+    task.groups = list(source.offsets)
+    log = FakeSyncsLog()
+    out: dict[str, Any] = {"groups": groups, "pairs": groups * GROUP_PARTITIONS}
+    for name, shift in (("all_changed", 0), ("unchanged", 0), ("all_changed_again", 7)):
+        source.offsets = committed(shift) if name != "unchanged" else source.offsets
+        calls, flushes = source.calls, producer.flushes
+        seconds, _ = cpu(lambda: task._emit(source, producer, log))  # type: ignore[arg-type]
+        out[name] = {
+            "cpu_s": round(seconds, 3),
+            "round_trips": source.calls - calls + producer.flushes - flushes,
+        }
+    calls = target.calls
+    seconds, _ = cpu(lambda: task._sync_group_offsets(target))  # type: ignore[arg-type]
+    out["group_sync"] = {"cpu_s": round(seconds, 3), "round_trips": target.calls - calls}
+    out["checkpoints_written"] = producer.records
+    return out
+
+
+def bench_intake(count: int) -> dict[str, Any]:
+    task = CheckpointTask(settings(), StatsRegistry("A", "B"))
+    records = list(sync_records(max(count // SYNC_PARTITIONS, 1)))
+    seconds, _ = cpu(lambda: [task._on_sync(r) for r in records])
+    return {
+        "syncs": len(records),
+        "cpu_s": round(seconds, 3),
+        "syncs_per_s": int(len(records) / seconds),
+    }
+
+
+def bench_translator(size: int, per_partition: int = 20) -> dict[str, Any]:
+    syncs = [OffsetSync(f"t{p // 10}", p % 10, 0, 0) for p in range(size)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        translator = OffsetTranslator()
+        for k in range(per_partition):
+            for s in syncs:
+                translator.add(OffsetSync(s.topic, s.partition, k * 100, k * 100))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del translator
+    return {"partitions": size, "syncs": size * per_partition, "mib": round(held / 2**20, 1)}
+
+
+# -- scrape --------------------------------------------------------------------------------------
+
+
+def bench_scrape(size: int) -> dict[str, Any]:
+    from mirrorlib.runtime.prometheus import Exposition, ReplicatorCollector
+
+    stats = StatsRegistry("A", "B")
+    now_ms = int(time.time() * 1000)
+    for i in range(size):
+        p = stats.partition(f"t{i // 10}", i % 10, f"A.t{i // 10}")
+        p.position, p.end_offset = 1000 + i, 1000 + i + (i % 3)
+        p.record_count, p.byte_count, p.tail_timestamp_ms = 1000 + i, 10**6 + i, now_ms - 500
+        p.latency.record(40.0 + i % 100)
+        p.age.record(20.0 + i % 50)
+
+    class Flows:
+        def flow_metrics(self) -> list[Any]:
+            return [stats.scrape()]
+
+    flows: Any = Flows()
+    exposition = Exposition(flows)
+    exposition.render()  # warm (formatted values, layouts)
+    seconds, text = cpu(exposition.render)
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    held = stats.scrape()  # what one scrape holds at once before it is written
+    objects = sys.getallocatedblocks() - blocks
+    del held
+    out: dict[str, Any] = {
+        "partitions": size,
+        "render_cpu_s": round(seconds, 3),
+        "bytes": len(text),
+        "objects_held": objects,
+    }
+    try:
+        import prometheus_client
+    except ImportError:
+        return out
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(ReplicatorCollector(flows))
+    seconds, _ = cpu(lambda: prometheus_client.generate_latest(registry))
+    out["prometheus_client_cpu_s"] = round(seconds, 3)
+    return out
+
+
+# -- verify --------------------------------------------------------------------------------------
+
+
+def bench_verify(records: int) -> dict[str, Any]:
+    from mirrorlib.core.audit import compare_partition
+
+    def side() -> Iterator[tuple[int, bytes]]:
+        return ((o, o.to_bytes(16, "little")) for o in range(records))
+
+    tracemalloc.start()
+    try:
+        seconds, audit = cpu(
+            lambda: compare_partition(
+                "t",
+                0,
+                "A.t",
+                side(),
+                side(),
+                replicated_up_to=records,
+                bucket_records=VERIFY_HELD_RECORDS,
+            )
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert audit.ok and audit.matched == records
+    return {
+        "records_per_side": records,
+        "peak_mib": round(peak / 2**20, 1),
+        "cpu_s": round(seconds, 2),
+    }
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = ["| what | " + " | ".join(f"{s:,}" for s in results["sizes"]) + " |"]
+    rows.append("|---|" + "---|" * len(results["sizes"]))
+
+    def row(label: str, section: str, fmt: Callable[[dict[str, Any]], str]) -> None:
+        cells = [fmt(results[section][str(s)]) for s in results["sizes"]]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row(
+        "metadata refresh, first (creates all) — CPU-s / round trips",
+        "metadata",
+        lambda r: f"{r['first']['cpu_s']} / {r['first']['round_trips']}",
+    )
+    row(
+        "metadata refresh, nothing changed",
+        "metadata",
+        lambda r: f"{r['unchanged']['cpu_s']} / {r['unchanged']['round_trips']}",
+    )
+    row(
+        "metadata refresh, one new topic",
+        "metadata",
+        lambda r: f"{r['one_new_topic']['cpu_s']} / {r['one_new_topic']['round_trips']}",
+    )
+    row(
+        "checkpoint cycle (groups x 20), all offsets changed — CPU-s / round trips",
+        "checkpoints",
+        lambda r: (
+            f"{r['all_changed_again']['cpu_s']} / "
+            f"{r['all_changed_again']['round_trips']} ({r['groups']:,} groups)"
+        ),
+    )
+    row(
+        "checkpoint cycle, nothing changed",
+        "checkpoints",
+        lambda r: f"{r['unchanged']['cpu_s']} / {r['unchanged']['round_trips']}",
+    )
+    row(
+        "group offset sync — round trips",
+        "checkpoints",
+        lambda r: f"{r['group_sync']['round_trips']} ({r['group_sync']['cpu_s']} CPU-s)",
+    )
+    row("translator, 20 syncs/partition — MiB (traced)", "translator", lambda r: f"{r['mib']}")
+    row("scrape (`/metrics`, Exposition) — CPU-s", "scrape", lambda r: f"{r['render_cpu_s']}")
+    row(
+        "scrape via prometheus-client (ReplicatorCollector) — CPU-s",
+        "scrape",
+        lambda r: f"{r.get('prometheus_client_cpu_s', '-')}",
+    )
+    row(
+        "scrape size — MB / objects held",
+        "scrape",
+        lambda r: f"{r['bytes'] / 1e6:.1f} / {r['objects_held']:,}",
+    )
+    row(
+        "verify, 10·P records per side — peak MiB",
+        "verify",
+        lambda r: f"{r['peak_mib']} ({r['cpu_s']} CPU-s)",
+    )
+    intake = results["intake"]
+    return (
+        f"Control plane, {results['when']} (commit {results['commit']}; CPU-s of this process, "
+        f"fakes answer at once; machine shared, timings noisy)\n\n"
+        + "\n".join(rows)
+        + f"\n\nOffset-sync intake (`_on_sync`: decode + translator): {intake['syncs_per_s']:,} "
+        f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.controlplane", description=__doc__)
+    parser.add_argument("--sizes", default="1000,10000,100000", help="partition counts")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "?"
+    results: dict[str, Any] = {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
+        "sizes": sizes,
+    }
+    for name, fn in (
+        ("metadata", bench_metadata),
+        ("checkpoints", bench_checkpoints),
+        ("translator", bench_translator),
+        ("scrape", bench_scrape),
+        ("verify", lambda s: bench_verify(10 * s)),
+    ):
+        results[name] = {}
+        for size in sizes:
+            print(f"{name} {size:,} ...", file=sys.stderr, flush=True)
+            results[name][str(size)] = fn(size)
+    results["intake"] = bench_intake(200_000)
+    text = markdown(results)
+    print(text)
+    if not args.no_write:
+        RESULTS.mkdir(exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H%M")
+        (RESULTS / f"controlplane-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
+        (RESULTS / f"controlplane-{stamp}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,7 @@ Nothing here talks to Kafka, so ``tests/bench`` can check it without a broker.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -295,30 +295,18 @@ def scaling_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scaling_table(items: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(
+    return keyed_table(
+        items,
         [
-            "record",
-            "partitions",
-            "engine",
-            "rec/s tasks.max=1",
-            "rec/s tasks.max=2",
-            "speed-up 1→2",
-            "busy (CPU-s / s) 1",
-            "busy (CPU-s / s) 2",
+            ("record", lambda r: size_label(r["record_size"])),
+            ("partitions", "partitions"),
+            ("engine", "engine"),
+            ("rec/s tasks.max=1", "records_per_s_1"),
+            ("rec/s tasks.max=2", "records_per_s_2"),
+            ("speed-up 1→2", "speedup"),
+            ("busy (CPU-s / s) 1", "busy_1"),
+            ("busy (CPU-s / s) 2", "busy_2"),
         ],
-        (
-            [
-                size_label(r["record_size"]),
-                r["partitions"],
-                r["engine"],
-                r["records_per_s_1"],
-                r["records_per_s_2"],
-                r["speedup"],
-                r["busy_1"],
-                r["busy_2"],
-            ]
-            for r in items
-        ),
     )
 
 
@@ -363,40 +351,23 @@ def spark_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def spark_table(items: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(
+    return keyed_table(
+        items,
         [
-            "record",
-            "partitions",
-            "contender",
-            "to completion rec/s (incl. start-up)",
-            "start-up s (to first record)",
-            "copying rec/s",
-            "copying MB/s",
-            "copying ÷ embedded",
-            "copying ÷ local[1]",
-            "CPU-s / M (whole job)",
-            "CPU-s / M (copying)",
-            "CPU (copying) ÷ embedded",
-            "peak RSS MB",
+            ("record", lambda r: size_label(r["record_size"])),
+            ("partitions", "partitions"),
+            ("contender", "contender"),
+            ("to completion rec/s (incl. start-up)", "records_per_s"),
+            ("start-up s (to first record)", "startup_s"),
+            ("copying rec/s", "copy_records_per_s"),
+            ("copying MB/s", "copy_mb_per_s"),
+            ("copying ÷ embedded", "copy_vs_embedded"),
+            ("copying ÷ local[1]", "copy_vs_local1"),
+            ("CPU-s / M (whole job)", "cpu_s_per_million"),
+            ("CPU-s / M (copying)", "copy_cpu_s_per_million"),
+            ("CPU (copying) ÷ embedded", "cpu_vs_embedded"),
+            ("peak RSS MB", "peak_rss_mb"),
         ],
-        (
-            [
-                size_label(r["record_size"]),
-                r["partitions"],
-                r["contender"],
-                r["records_per_s"],
-                r["startup_s"],
-                r["copy_records_per_s"],
-                r["copy_mb_per_s"],
-                r["copy_vs_embedded"],
-                r["copy_vs_local1"],
-                r["cpu_s_per_million"],
-                r["copy_cpu_s_per_million"],
-                r["cpu_vs_embedded"],
-                r["peak_rss_mb"],
-            ]
-            for r in items
-        ),
     )
 
 
@@ -421,6 +392,18 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     for row in rows:
         lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
     return "\n".join(lines)
+
+
+#: A column of :func:`keyed_table`: its header and the row's key, or a function of the row.
+Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
+
+
+def keyed_table(items: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+    """A Markdown table of ``items``, one column per ``(header, key or function)``."""
+    return markdown_table(
+        [header for header, _ in columns],
+        ([get(r) if callable(get) else r.get(get) for _, get in columns] for r in items),
+    )
 
 
 def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -380,8 +380,13 @@ def summarize_pyspy(path: Path, top: int = 25) -> dict[str, Any]:
 # -- output ---------------------------------------------------------------------------------------
 
 
-def chart(doc: dict[str, Any], path: Path) -> None:
-    import matplotlib
+def chart(doc: dict[str, Any], path: Path) -> bool:
+    """Draw the results chart; False (and a log line) without matplotlib (the ``bench`` extra)."""
+    try:
+        import matplotlib
+    except ImportError:
+        log("no chart: matplotlib is not installed (pip install -e '.[bench]')")
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -422,6 +427,7 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
 
 
 def markdown(doc: dict[str, Any], png: str) -> str:
@@ -686,8 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         f"-{flag}" for flag in ("quick", "full", "profile") if getattr(args, flag)
     )
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-    if rows:
-        chart(doc, out / f"{stem}.png")
+    charted = bool(rows) and chart(doc, out / f"{stem}.png")
     md = markdown(doc, f"{stem}.png")
     (out / f"{stem}.md").write_text(md)
     if args.profile and (work / "py-spy-mirrorlib.txt").exists():
@@ -695,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"{stem}-pyspy.json").write_text(json.dumps(prof, indent=2) + "\n")
         log(f"py-spy profile summary in {out / f'{stem}-pyspy.json'}")
     if args.docs:
-        if rows:  # the docs site cannot link outside docs/: the chart is copied next to the page
+        if charted:  # the docs site cannot link outside docs/: the chart is copied next to the page
             shutil.copyfile(out / f"{stem}.png", ROOT / "docs" / "benchmarks.png")
         update_docs(markdown(doc, "benchmarks.png"), ROOT / "docs" / "benchmarks.md")
     print(md)

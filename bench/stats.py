@@ -135,8 +135,13 @@ def throughput(
         "cpu_s": None if cpu_s is None else round(cpu_s, 3),
         "cpu_s_per_million": None if cpu_s is None else round(cpu_s / records * 1e6, 2),
         "peak_rss_mb": None if peak_rss_mb is None else round(peak_rss_mb, 1),
-        # the copy process(es): CPU-seconds per wall-second (1.0 = one core busy all along)
-        "busy": None if cpu_s is None else round(cpu_s / seconds, 3),
+        # the copy process(es): CPU-seconds per wall-second (1.0 = one core busy all along);
+        # not for a process whose CPU includes its JVM start (ProducerPerformance)
+        "busy": (
+            None
+            if cpu_s is None or extra.get("cpu_includes_jvm_start")
+            else round(cpu_s / seconds, 3)
+        ),
     }
     out.update(extra)
     return out

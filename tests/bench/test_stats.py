@@ -264,6 +264,11 @@ def test_busy_is_cpu_seconds_per_wall_second_and_rounds_take_its_median():
         peak_rss_mb=None,
     )  # fmt: skip
     assert row["busy"] == 0.75
+    jvm = stats.throughput(
+        stats.PLAIN_PRODUCER, record_size=100, partitions=1, records=10, seconds=4.0, cpu_s=3.0,
+        peak_rss_mb=None, cpu_includes_jvm_start=True,
+    )  # fmt: skip
+    assert jvm["busy"] is None  # its CPU includes the JVM start: no busy fraction
     rounds = [dict(_cell(stats.MIRRORLIB, 100, 1000 * (i + 1), b), round=i) for i, b in
               enumerate((0.5, 0.9, 0.7))]  # fmt: skip
     (combined,) = stats.combine_rounds(rounds)

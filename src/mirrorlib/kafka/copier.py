@@ -215,7 +215,7 @@ class Copier:
     def _open(self) -> None:
         s = self.s
         self._fatal.clear()
-        cconf: dict[str, Any] = dict(s.source_consumer)
+        cconf = s.record_consumer()
         cconf.update(
             {
                 "group.id": s.copier_group_id,
@@ -372,22 +372,18 @@ class Copier:
         producer = self._producer
         batch = s.consume_batch
         committer = self.committer
-        full = False
         while not stop.is_set():
             self._sync_subscription()
             if not self._subscribed:
                 stop.wait(0.2)
                 continue
             queued = bool(self._queued)  # paced partitions wait for acknowledgements: no blocking
-            if full:  # a backlog: fill whole batches (returns as soon as `batch` are there)
-                msgs = consumer.consume(batch, timeout=0.1)
-            else:
-                # Caught up: block only until the first record, then take what is already
-                # fetched. consume(n, t) alone waits the whole timeout unless n records arrive,
-                # which put a 100 ms floor under replication latency.
-                first = consumer.poll(0.0 if queued else 0.1)
-                msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
-            full = len(msgs) >= batch
+            # Block only until the first record, then take what is already fetched, backlog or
+            # not: consume(n, t) waits until n records arrive or t passes, and while it waited
+            # the records it held were neither produced nor their delivery reports served
+            # (docs/benchmarks.md, "Where the copier waited").
+            first = consumer.poll(0.0 if queued else 0.1)
+            msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
             if msgs and "source" in self._degraded:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)

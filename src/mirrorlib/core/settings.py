@@ -91,6 +91,9 @@ class FlowSettings:
     data_loss_action: Literal["fail", "continue"]
     admin_timeout: float
     consume_batch: int = 10_000
+    tasks_max: int = 1
+    # the copier group's static member id (set with node.id, or with tasks.max > 1)
+    group_instance_id: str | None = None
 
     def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:
         """librdkafka configuration of the producer that writes replicated records to the
@@ -188,4 +191,8 @@ class FlowSettings:
             auto_offset_reset=reset_mode,
             data_loss_action=flow.data_loss_action,
             admin_timeout=flow.admin_timeout,
+            tasks_max=flow.tasks_max,
+            group_instance_id=(
+                f"mirrorlib-{flow.name}-{node}" if flow.node_id or flow.tasks_max > 1 else None
+            ),
         )

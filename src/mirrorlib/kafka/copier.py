@@ -127,6 +127,8 @@ log = logging.getLogger(__name__)
 
 #: back-off (seconds) of a copier restart and of a parked partition's retries
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
+# seconds between two renewals of a stale static-member assignment
+_RESUBSCRIBE_MIN_S = 10.0
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
 # errors of a produce call or delivery report that mean the producer itself is dead (fenced by
@@ -265,6 +267,7 @@ class Copier:
         self._stuck = StuckProducer()  # the target producer: recreated when stuck
         self._stuck_reason = ""  # its last problem
         self._last_latency_sample = 0.0
+        self._resubscribed = 0.0  # when a stale static assignment was last renewed
         self._stopping = threading.Event()  # the stop request of `run`
 
     # -- clients ---------------------------------------------------------------------------------
@@ -502,6 +505,7 @@ class Copier:
                 self._sample_latency()
                 self._last_latency_sample = now
             if now - self._last_watermarks >= 2.0:
+                self._check_static_assignment(now)
                 self._refresh_end_offsets()
                 self._last_watermarks = now
                 waiting = any(p.outstanding for p in self._parts.values())
@@ -871,6 +875,34 @@ class Copier:
         self._direct_version = version
         self._direct.applied(version)
 
+    def _check_static_assignment(self, now: float) -> None:
+        """A static member (``group.instance.id``) that rejoins as the group's leader gets its
+        previous assignment back without a rebalance, even when its subscription changed
+        (librdkafka does not act on the broker's "skip assignment"): partitions of topics it no
+        longer subscribes to are held paused (never copied) and the subscription is renewed,
+        which makes the group assign again."""
+        if self._direct is not None or not self.s.group_instance_id or not self._subscribed:
+            return
+        if now - self._resubscribed < _RESUBSCRIBE_MIN_S:
+            return
+        stale = [t for t in self._consumer.assignment() if t.topic not in self._subscribed]
+        if not stale:
+            return
+        self._resubscribed = now
+        log.info(
+            "flow %s: the group assigned partitions of topics not replicated any more (%s): "
+            "subscribing again",
+            self.s.name,
+            sorted({t.topic for t in stale}),
+        )
+        self._consumer.unsubscribe()
+        self._consumer.subscribe(
+            self._subscribed,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
     def _refresh_target_metadata(self, topics: list[str]) -> None:
         """Make the producer learn the partition counts of remote topics now (librdkafka
         refreshes them every 5 minutes only, and fails produces to partitions it does not know)."""
@@ -884,6 +916,13 @@ class Copier:
                 log.warning("flow %s: metadata of %s not refreshed: %s", self.s.name, topic, exc)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        foreign = [
+            t for t in partitions if self._direct is None and t.topic not in self._subscribed
+        ]
+        if foreign:  # a static member's stale assignment: held paused, never copied
+            consumer.incremental_assign(foreign)
+            consumer.pause(foreign)
+            partitions = [t for t in partitions if t.topic in self._subscribed]
         if not partitions:
             consumer.incremental_assign([])
             return

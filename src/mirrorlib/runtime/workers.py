@@ -394,12 +394,11 @@ class Supervisor:
         delay = slot.backoff.next_delay()
         slot.next_start = now + delay
         log.warning(
-            "flow %s: worker %d (pid %d) exited with status %s%s; restarting it in %.0fs",
+            "flow %s: worker %d (pid %d) ended (%s); restarting it in %.0fs",
             self.s.name,
             slot.index,
             proc.pid,
-            code,
-            f" ({slot.last_error})" if slot.last_error else "",
+            slot.last_error or f"exit status {code}",
             delay,
         )
         self._replan = True
@@ -603,6 +602,7 @@ class _Membership:
         self._owned: frozenset[Key] = frozenset()
         self.supervisor: Supervisor | None = None
         self._stop = threading.Event()
+        self._subscribed: list[str] = []
 
     def owned(self) -> frozenset[Key]:
         with self._lock:
@@ -628,14 +628,16 @@ class _Membership:
             conf["group.instance.id"] = s.group_instance_id
         consumer = Consumer(client_conf(conf))
         subscribed: list[str] = []
+        self._subscribed = subscribed
         version = -1
+        resubscribed = 0.0
         try:
             while not stop.is_set():
                 if self.catalog.version != version:
                     version, topics = self.catalog.snapshot()
                     names = sorted(topics)
                     if names != subscribed:
-                        subscribed = names
+                        subscribed = self._subscribed = names
                         if names:
                             consumer.subscribe(
                                 names,
@@ -649,6 +651,20 @@ class _Membership:
                     stop.wait(0.2)
                     continue
                 consumer.poll(0.2)  # serves rebalances; every partition is paused
+                now = time.monotonic()
+                if now - resubscribed >= 10.0 and any(
+                    t.topic not in subscribed for t in consumer.assignment()
+                ):
+                    # a static leader's stale assignment (see Copier._check_static_assignment)
+                    resubscribed = now
+                    log.info("flow %s: stale group assignment: subscribing again", s.name)
+                    consumer.unsubscribe()
+                    consumer.subscribe(
+                        subscribed,
+                        on_assign=self._on_assign,
+                        on_revoke=self._on_revoke,
+                        on_lost=self._on_lost,
+                    )
         finally:
             with self._lock:
                 self._owned = frozenset()
@@ -659,8 +675,9 @@ class _Membership:
         consumer.incremental_assign(ktps)
         if ktps:
             consumer.pause(ktps)
+        ours = {(t.topic, t.partition) for t in partitions if t.topic in self._subscribed}
         with self._lock:
-            self._owned = self._owned | {(t.topic, t.partition) for t in partitions}
+            self._owned = self._owned | ours
         log.info(
             "flow %s: this process copies %s",
             self.s.name,

@@ -181,6 +181,26 @@ def test_a_stopped_worker_is_replaced_and_fenced(two_clusters: ClusterSet) -> No
     assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)
 
 
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.mark.parametrize("tasks", [1, 2])
 def test_a_restarted_process_copies_again_within_seconds(
     two_clusters: ClusterSet, tmp_path: Path, tasks: int
@@ -204,8 +224,11 @@ def test_a_restarted_process_copies_again_within_seconds(
     try:
         proc.start()
         wait_for("copying", lambda: sum(end_offsets(b, f"A.{topic}").values()) > 1000, timeout=90)
+        workers = children(proc.proc.pid)
+        assert len(workers) == (tasks if tasks > 1 else 0)
         proc.kill()
-        time.sleep(1.0)
+        # the killed parent's workers end by themselves (stdin closed), none is left behind
+        wait_for("the workers gone", lambda: not any(alive(p) for p in workers), timeout=30)
         restarted = time.monotonic()
         proc.start()
         # after the restart, records produced since the kill must appear on B

@@ -29,7 +29,7 @@ from mirrorlib.core.catalog import RemoteTopic
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import EmittedSync
-from mirrorlib.errors import MirrorError
+from mirrorlib.errors import WorkerProtocolError
 
 __all__ = [
     "REPORT_INTERVAL_S",
@@ -56,10 +56,6 @@ REPORT_INTERVAL_S = 0.5
 #: a frame larger than this is refused (a corrupt length)
 MAX_FRAME = 256 * 1024 * 1024
 _LEN = struct.Struct(">I")
-
-
-class WorkerProtocolError(MirrorError):
-    """A frame between a flow's parent and a worker process could not be read."""
 
 
 @attrs.frozen

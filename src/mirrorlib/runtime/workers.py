@@ -49,13 +49,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-
+from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.placement import load_of, place
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, WorkerStatus
+from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
@@ -71,7 +69,7 @@ from mirrorlib.core.workerproto import (
     read_frame,
     write_frame,
 )
-from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.worker import EXIT_FAILED
 
@@ -183,8 +181,8 @@ class Supervisor:
     def __init__(
         self,
         settings: FlowSettings,
-        flow_stats: Any,
-        catalog: Any,
+        flow_stats: StatsRegistry,
+        catalog: TopicCatalog,
         owned: Callable[[], frozenset[Key]],
         *,
         offsets_topic_partitions: int,
@@ -219,9 +217,23 @@ class Supervisor:
                     held |= slot.process.may_hold() & keys
             return frozenset(held)
 
-    def changed(self) -> None:
-        """The owned partitions changed: place them again soon."""
+    def await_release(self, keys: frozenset[Key], stop: threading.Event) -> None:
+        """Block until no worker may write any of ``keys`` any more (they were revoked from
+        this process: the workers commit and drop them), at most :data:`RELEASE_TIMEOUT_S`
+        or until ``stop``."""
         self._replan = True
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while self.holding(keys) and time.monotonic() < deadline:
+            if stop.wait(0.05):
+                return  # stopping: the workers commit and stop anyway
+        left = self.holding(keys)
+        if left:
+            log.warning(
+                "flow %s: %d revoked partition(s) not released by the workers in %.0fs",
+                self.s.name,
+                len(left),
+                RELEASE_TIMEOUT_S,
+            )
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -591,128 +603,6 @@ class Supervisor:
             self._syncs.flush(5.0)
 
 
-class _Membership:
-    """This process's share of the flow's partitions: a static member of the copier group that
-    fetches nothing (see the module)."""
-
-    def __init__(self, settings: FlowSettings, catalog: Any) -> None:
-        self.s = settings
-        self.catalog = catalog
-        self._lock = threading.Lock()
-        self._owned: frozenset[Key] = frozenset()
-        self.supervisor: Supervisor | None = None
-        self._stop = threading.Event()
-        self._subscribed: list[str] = []
-
-    def owned(self) -> frozenset[Key]:
-        with self._lock:
-            return self._owned
-
-    def run(self, stop: threading.Event) -> None:
-        self._stop = stop
-        s = self.s
-        conf: dict[str, Any] = dict(s.source_consumer)
-        conf.update(
-            {
-                "group.id": s.copier_group_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "enable.partition.eof": False,
-                "topic.metadata.refresh.interval.ms": int(
-                    min(max(s.refresh_topics_interval, 1.0), 300.0) * 1000
-                ),
-            }
-        )
-        if s.group_instance_id:
-            conf["group.instance.id"] = s.group_instance_id
-        consumer = Consumer(client_conf(conf))
-        subscribed: list[str] = []
-        self._subscribed = subscribed
-        version = -1
-        resubscribed = 0.0
-        try:
-            while not stop.is_set():
-                if self.catalog.version != version:
-                    version, topics = self.catalog.snapshot()
-                    names = sorted(topics)
-                    if names != subscribed:
-                        subscribed = self._subscribed = names
-                        if names:
-                            consumer.subscribe(
-                                names,
-                                on_assign=self._on_assign,
-                                on_revoke=self._on_revoke,
-                                on_lost=self._on_lost,
-                            )
-                        else:
-                            consumer.unsubscribe()
-                if not subscribed:
-                    stop.wait(0.2)
-                    continue
-                consumer.poll(0.2)  # serves rebalances; every partition is paused
-                now = time.monotonic()
-                if now - resubscribed >= 10.0 and any(
-                    t.topic not in subscribed for t in consumer.assignment()
-                ):
-                    # a static leader's stale assignment (see Copier._check_static_assignment)
-                    resubscribed = now
-                    log.info("flow %s: stale group assignment: subscribing again", s.name)
-                    consumer.unsubscribe()
-                    consumer.subscribe(
-                        subscribed,
-                        on_assign=self._on_assign,
-                        on_revoke=self._on_revoke,
-                        on_lost=self._on_lost,
-                    )
-        finally:
-            with self._lock:
-                self._owned = frozenset()
-            consumer.close()
-
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        ktps = [KafkaTopicPartition(t.topic, t.partition, OFFSET_END) for t in partitions]
-        consumer.incremental_assign(ktps)
-        if ktps:
-            consumer.pause(ktps)
-        ours = {(t.topic, t.partition) for t in partitions if t.topic in self._subscribed}
-        with self._lock:
-            self._owned = self._owned | ours
-        log.info(
-            "flow %s: this process copies %s",
-            self.s.name,
-            [f"{t.topic}-{t.partition}" for t in partitions],
-        )
-
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        keys = frozenset((t.topic, t.partition) for t in partitions)
-        with self._lock:
-            self._owned = self._owned - keys
-        self._await_release(keys)
-        consumer.incremental_unassign(partitions)
-
-    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._on_revoke(consumer, partitions)
-
-    def _await_release(self, keys: frozenset[Key]) -> None:
-        supervisor = self.supervisor
-        if supervisor is None or not keys:
-            return
-        supervisor.changed()
-        deadline = time.monotonic() + RELEASE_TIMEOUT_S
-        while supervisor.holding(keys) and time.monotonic() < deadline:
-            if self._stop.wait(0.05):
-                return  # stopping: the workers commit and stop anyway
-        left = supervisor.holding(keys)
-        if left:
-            log.warning(
-                "flow %s: %d revoked partition(s) not released by the workers in %.0fs",
-                self.s.name,
-                len(left),
-                RELEASE_TIMEOUT_S,
-            )
-
-
 class WorkerPlane:
     """The data plane of a flow with ``tasks.max`` > 1 (see the module): a :class:`Supervisor`
     thread (``supervisor``) with its worker processes, and the group membership thread.
@@ -728,18 +618,18 @@ class WorkerPlane:
         """Nothing to do: the workers wait for the metadata thread's first topic refresh."""
 
     def start(self, flow: Any) -> None:
-        membership = _Membership(flow.settings, flow.catalog)
-        self.supervisor = Supervisor(
+        share = GroupShare(flow.settings, flow.catalog)
+        supervisor = self.supervisor = Supervisor(
             flow.settings,
             flow.stats,
             flow.catalog,
-            membership.owned,
+            share.owned,
             offsets_topic_partitions=flow.metadata.offsets_topic_partitions,
             unresponsive_after=self.unresponsive_after,
         )
-        membership.supervisor = self.supervisor
-        flow.spawn("workers", self.supervisor.run)
-        flow.spawn("membership", membership.run)
+        share.await_release = supervisor.await_release
+        flow.spawn("workers", supervisor.run)
+        flow.spawn("membership", share.run)
 
     def stop(self) -> None:
         """Nothing to do: the supervisor watches the flow's stop event and stops its workers."""

@@ -87,12 +87,7 @@ class GroupShare:
                     if names != subscribed:
                         subscribed = self._subscribed = names
                         if names:
-                            consumer.subscribe(
-                                names,
-                                on_assign=self._on_assign,
-                                on_revoke=self._on_revoke,
-                                on_lost=self._on_lost,
-                            )
+                            self._subscribe(consumer, names)
                         else:
                             consumer.unsubscribe()
                 if not subscribed:
@@ -107,16 +102,16 @@ class GroupShare:
                     resubscribed = now
                     log.info("flow %s: stale group assignment: subscribing again", s.name)
                     consumer.unsubscribe()
-                    consumer.subscribe(
-                        subscribed,
-                        on_assign=self._on_assign,
-                        on_revoke=self._on_revoke,
-                        on_lost=self._on_lost,
-                    )
+                    self._subscribe(consumer, subscribed)
         finally:
             with self._lock:
                 self._owned = frozenset()
             consumer.close()
+
+    def _subscribe(self, consumer: Any, names: list[str]) -> None:
+        consumer.subscribe(
+            names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         ktps = [KafkaTopicPartition(t.topic, t.partition, OFFSET_END) for t in partitions]

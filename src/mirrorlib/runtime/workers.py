@@ -227,13 +227,30 @@ class Supervisor:
             if stop.wait(0.05):
                 return  # stopping: the workers commit and stop anyway
         left = self.holding(keys)
-        if left:
-            log.warning(
-                "flow %s: %d revoked partition(s) not released by the workers in %.0fs",
-                self.s.name,
-                len(left),
-                RELEASE_TIMEOUT_S,
-            )
+        if not left:
+            return
+        # not released in time: the workers holding them are killed (a dead producer writes
+        # nothing more) before the revocation completes
+        with self._lock:
+            holders = [
+                slot.process
+                for slot in self.slots
+                if slot.process is not None and slot.process.may_hold() & left
+            ]
+        log.warning(
+            "flow %s: %d revoked partition(s) not released by the workers in %.0fs: killing "
+            "worker(s) %s",
+            self.s.name,
+            len(left),
+            RELEASE_TIMEOUT_S,
+            ", ".join(f"{p.slot} (pid {p.pid})" for p in holders),
+        )
+        for proc in holders:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while self.holding(keys) and time.monotonic() < deadline and not stop.wait(0.05):
+            pass
 
     # -- the loop -------------------------------------------------------------------------------
 

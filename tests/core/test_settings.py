@@ -25,6 +25,7 @@ DERIVED = {
     "offset_syncs_consumer",
     "offset_syncs_admin",
     "transactional_id",
+    "group_instance_id",
     "copier_group_id",
     "auto_offset_reset",
     "consume_batch",

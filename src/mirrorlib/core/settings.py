@@ -96,6 +96,9 @@ class FlowSettings:
     data_loss_action: Literal["fail", "continue"]
     admin_timeout: float
     consume_batch: int = 10_000
+    tasks_max: int = 1
+    # the copier group's static member id (set with node.id, or with tasks.max > 1)
+    group_instance_id: str | None = None
 
     def record_consumer(self) -> dict[str, Any]:
         """librdkafka configuration of the consumer that reads the records to replicate: the
@@ -212,4 +215,8 @@ class FlowSettings:
             auto_offset_reset=reset_mode,
             data_loss_action=flow.data_loss_action,
             admin_timeout=flow.admin_timeout,
+            tasks_max=flow.tasks_max,
+            group_instance_id=(
+                f"mirrorlib-{flow.name}-{node}" if flow.node_id or flow.tasks_max > 1 else None
+            ),
         )

@@ -49,6 +49,7 @@ __all__ = [
     "PartitionStats",
     "PartitionStatus",
     "StatsRegistry",
+    "WorkerStatus",
     "data_lag",
     "stall_reason",
 ]
@@ -208,6 +209,7 @@ class Family:
 _FLOW = ("source", "target")
 _TOPIC = (*_FLOW, "topic")
 _PARTITION = (*_TOPIC, "partition")
+_WORKER = (*_FLOW, "worker")
 
 #: Every metric :meth:`StatsRegistry.families` yields, in order. Latency and record-age
 #: histograms are per remote topic, never per partition: their bucket series would multiply the
@@ -246,6 +248,14 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("stalled_partitions", "gauge", "Partitions of the flow that are stalled.", _FLOW),
     MetricSpec("flow_stalled", "gauge", "1 while the flow is stalled (a stalled partition, or "
                "the target producer cannot get a producer id or reach its coordinator).", _FLOW),
+    MetricSpec("partition_worker", "gauge", "The copier worker slot copying the partition "
+               "(tasks.max > 1 only).", _PARTITION),
+    MetricSpec("worker_partitions", "gauge", "Partitions assigned to a copier worker process "
+               "(tasks.max > 1 only).", _WORKER),
+    MetricSpec("worker_record_rate", "gauge", "Records per second a copier worker process "
+               "replicates (tasks.max > 1 only).", _WORKER),
+    MetricSpec("worker_restarts_total", "counter", "Restarts of a copier worker slot's process "
+               "(tasks.max > 1 only).", _WORKER),
 )  # fmt: skip
 
 _SPEC = {s.name: s for s in METRICS}
@@ -331,6 +341,7 @@ class PartitionStats:
         "remote_topic",
         "started",
         "tail_timestamp_ms",
+        "worker",
     )
 
     def __init__(
@@ -350,6 +361,7 @@ class PartitionStats:
         self.tail_timestamp_ms: int | None = None  # timestamp of the last replicated record
         self.lost_records = 0
         self.error: str | None = None
+        self.worker: int | None = None  # the copier worker slot (tasks.max > 1)
         self.age = _Window(age)
         self.latency = _Window(latency)
         self.started = time.monotonic()
@@ -407,6 +419,19 @@ class PartitionStatus:
     error: str | None
     stalled: str | None = None  # why the partition is stalled, if it is
     internal: bool = False  # an MM2 topic (heartbeats), not user data
+    worker: int | None = None  # the copier worker slot copying it (tasks.max > 1)
+
+
+@attrs.frozen
+class WorkerStatus:
+    """One copier worker process of a flow (``tasks.max`` > 1), as its supervisor sees it."""
+
+    slot: int
+    pid: int | None  # None while the slot has no process (waiting to restart)
+    partitions: int
+    records_per_second: float
+    restarts: int
+    last_error: str | None = None
 
 
 @attrs.frozen
@@ -444,6 +469,7 @@ class FlowStatus(FlowLagView["PartitionStatus"]):
     checkpoints_emitted: int
     offset_syncs_emitted: int
     stalled: str | None = None  # why the flow is stalled, if it is
+    workers: tuple[WorkerStatus, ...] = ()  # copier worker processes (tasks.max > 1)
 
 
 class StatsRegistry:
@@ -478,6 +504,7 @@ class StatsRegistry:
         # see mirrorlib.runtime.checkpoints: commit -> checkpoint bound, and the syncs' age
         self.checkpoint_commit_age = _Window()
         self.checkpoint_sync_age = _Window()
+        self.workers: tuple[WorkerStatus, ...] = ()  # set by the worker supervisor
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
@@ -494,6 +521,11 @@ class StatsRegistry:
                         remote_topic, latency, age, internal=internal
                     )
         return stats
+
+    def partitions(self) -> dict[tuple[str, int], PartitionStats]:
+        """The partitions' live counters (a copy of the map; the counters are shared)."""
+        with self._lock:
+            return dict(self._partitions)
 
     def drop_partition(self, topic: str, partition: int) -> None:
         with self._lock:
@@ -606,6 +638,7 @@ class StatsRegistry:
                 error=r.stats.error,
                 stalled=r.stalled,
                 internal=r.stats.internal,
+                worker=r.stats.worker,
             )
             for r in rows
         )
@@ -621,6 +654,7 @@ class StatsRegistry:
             checkpoints_emitted=self.checkpoints_emitted,
             offset_syncs_emitted=self.offset_syncs_emitted,
             stalled=summary.stalled,
+            workers=self.workers,
         )
 
     def _rates(self) -> dict[tuple[str, int], tuple[float, float]]:
@@ -757,3 +791,19 @@ class StatsRegistry:
         yield Family(_SPEC["offset_syncs_total"], ((flow, float(self.offset_syncs_emitted)),))
         yield Family(_SPEC["stalled_partitions"], ((flow, float(summary.stalled_partitions)),))
         yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if summary.stalled else 0.0),))
+        yield Family(
+            _SPEC["partition_worker"],
+            tuple(
+                ((*flow, r.stats.remote_topic, str(r.partition)), float(r.stats.worker))
+                for r in rows
+                if r.stats.worker is not None
+            ),
+        )
+        rows_w = [((*flow, str(w.slot)), w) for w in self.workers]
+        yield Family(_SPEC["worker_partitions"], tuple((k, float(w.partitions)) for k, w in rows_w))
+        yield Family(
+            _SPEC["worker_record_rate"], tuple((k, w.records_per_second) for k, w in rows_w)
+        )
+        yield Family(
+            _SPEC["worker_restarts_total"], tuple((k, float(w.restarts)) for k, w in rows_w)
+        )

@@ -46,13 +46,15 @@ it and can skip records.
 Memory
 ------
 Per partition: 64 history slots, at most ``max_runs`` runs (default 64; older runs are thinned so
-that they stay spread over exponentially growing age buckets), and the newest sync's lineage -- a
-few kilobytes, independent of the number of syncs.
+that they stay spread over exponentially growing age buckets), and the newest sync's lineage --
+held in flat arrays (the slots as one-byte indexes into a small pool of syncs, runs as
+``array('q')`` triples, writer ids interned once per translator): from about 0.5 KiB for a
+partition without runs to about 3 KiB with 64 runs, independent of the number of syncs.
 """
 
 from __future__ import annotations
 
-import bisect
+from array import array
 from typing import Final
 
 import attrs
@@ -85,55 +87,56 @@ def _wrap64(value: int) -> int:
 _SHIFT: Final = tuple(_wrap64(1 << n) for n in range(SYNCS_PER_PARTITION))
 
 
-class _Slot:
-    """One received sync. Slots are compared by identity, as MM2 compares ``OffsetSync`` objects:
-    the same values received twice are two distinct syncs."""
-
-    __slots__ = ("down", "up")
-
-    def __init__(self, up: int, down: int) -> None:
-        self.up = up
-        self.down = down
+def _bound_b(up: int, i: int, j: int) -> int:
+    """MM2 invariant B's bound ``up + 2^j - 2^i`` for slots i < j (Java long arithmetic)."""
+    raw = up + _SHIFT[j] - _SHIFT[i]
+    return raw if _INT64_MIN <= raw < -_INT64_MIN else _wrap64(raw)
 
 
-def _invariant_b(x: _Slot, y: _Slot, i: int, j: int) -> bool:
-    """MM2 invariant B for slots i < j: ``x.up <= y.up + 2^j - 2^i`` (Java long arithmetic)."""
-    bound = _wrap64(y.up + _SHIFT[j] - _SHIFT[i])
-    return x is y or bound < 0 or x.up <= bound
+def _bound_c(up: int, i: int) -> int:
+    """MM2 invariant C's bound ``up + 2^max(i-2, 0)`` for slot i (Java long arithmetic)."""
+    raw = up + _SHIFT[max(i - 2, 0)]
+    return raw if raw < -_INT64_MIN else _wrap64(raw)
 
 
-def _invariant_c(x: _Slot, y: _Slot, i: int) -> bool:
-    """MM2 invariant C for slot i: ``x.up >= y.up + 2^max(i-2, 0)`` (Java long arithmetic)."""
-    bound = _wrap64(y.up + _SHIFT[max(i - 2, 0)])
-    return x is y or (bound >= 0 and x.up >= bound)
+def _c_holds(x_up: int, y_up: int, i: int) -> bool:
+    """MM2 invariant C for slot i, for two distinct syncs: ``x.up >= y.up + 2^max(i-2, 0)``."""
+    bound = _bound_c(y_up, i)
+    return bound >= 0 and x_up >= bound
 
 
-def _updated_slots(original: list[_Slot], new: _Slot) -> list[_Slot]:
+def _updated_slots(original: bytes | bytearray, ups: array[int], new: int) -> bytearray:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
-    Slot 0 takes the new sync. Walking up the array, each slot whose sync became too old for its
-    position (invariant B) is replaced by the best candidate from the old array: the newest one
-    that is recent enough (B) and separated from its neighbours (C). The walk stops at the first
-    slot that still satisfies B, since B then holds for all later slots.
+    Slots hold indexes into the partition's pool of syncs (``ups[k]`` is the upstream offset of
+    pool entry ``k``); two slots hold the same sync when they hold the same index, as MM2 compares
+    ``OffsetSync`` objects by identity. Slot 0 takes the new sync ``new``. Walking up the array,
+    each slot whose sync became too old for its position (invariant B) is replaced by the best
+    candidate from the old array: the newest one that is recent enough (B) and separated from its
+    neighbours (C). The walk stops at the first slot that still satisfies B, since B then holds
+    for all later slots.
     """
-    slots = list(original)
+    slots = bytearray(original)
     replacement = new
     replacement_index = 0
     slots[0] = new
+    last = SYNCS_PER_PARTITION - 1
     for current in range(1, SYNCS_PER_PARTITION):
         previous = current - 1
+        prev_slot = slots[previous]
+        prev_up = ups[prev_slot]
         while True:
             old = original[replacement_index]
-            is_recent = _invariant_b(slots[previous], old, previous, current)
-            separated_from_previous = _invariant_c(slots[previous], old, previous)
-            nxt = current + 1
-            separated_from_next = nxt >= SYNCS_PER_PARTITION or _invariant_c(
-                old, slots[nxt], current
-            )
-            duplicate = (
-                replacement_index + 1 < SYNCS_PER_PARTITION
-                and old is original[replacement_index + 1]
-            )
+            if prev_slot == old:
+                is_recent = separated_from_previous = True
+            else:
+                bound = _bound_b(ups[old], previous, current)
+                is_recent = bound < 0 or prev_up <= bound
+                bound = _bound_c(ups[old], previous)
+                separated_from_previous = bound >= 0 and prev_up >= bound
+            following = slots[current + 1] if current < last else old
+            separated_from_next = old == following or _c_holds(ups[old], ups[following], current)
+            duplicate = replacement_index < last and old == original[replacement_index + 1]
             promote = is_recent and separated_from_previous and separated_from_next
             if promote:
                 replacement = old
@@ -142,7 +145,11 @@ def _updated_slots(original: list[_Slot], new: _Slot) -> list[_Slot]:
                 replacement_index += 1
             if not (replacement_index < current and skip):
                 break
-        if _invariant_b(slots[previous], slots[current], previous, current):
+        here = slots[current]
+        if prev_slot == here:
+            break
+        bound = _bound_b(ups[here], previous, current)
+        if bound < 0 or prev_up <= bound:
             break
         slots[current] = replacement
     return slots
@@ -166,54 +173,86 @@ class ExactRun:
         return None
 
 
-class _Run:
-    __slots__ = ("down", "end", "start", "writer")
-
-    def __init__(self, start: int, end: int, down: int, writer: str) -> None:
-        self.start = start
-        self.end = end
-        self.down = down
-        self.writer = writer
-
-
-def _run_start(run: _Run) -> int:
-    return run.start
+#: Pool entries a partition may hold before unreferenced ones are dropped (slot indexes are bytes).
+_POOL_LIMIT: Final = 255
 
 
 class _Partition:
-    """Translation state of one partition: MM2's slots, exact runs, and the newest lineage."""
+    """Translation state of one partition, in flat arrays (a few hundred bytes to ~3 KiB):
 
-    __slots__ = ("lineage", "runs", "slots")
+    * ``ups``/``downs``: a pool of received syncs; ``slots`` (64 bytes) holds MM2's history as
+      indexes into it. Unreferenced entries are dropped when the pool fills up.
+    * ``runs``: exact runs as ``start, end, down`` triples, oldest first; ``writers``: each
+      run's interned writer id (an index into the translator's table).
+    * ``writer``/``sequence``: the newest sync's lineage (``writer == -1``: none).
+    * ``generation``: changes whenever the history is cleared (see
+      :meth:`OffsetTranslator.stamp`).
+    """
 
-    def __init__(self, first: _Slot, lineage: SyncLineage | None) -> None:
-        self.slots: list[_Slot] = [first] * SYNCS_PER_PARTITION
-        self.runs: list[_Run] = []
-        self.lineage = lineage
+    __slots__ = ("downs", "generation", "runs", "sequence", "slots", "ups", "writer", "writers")
 
-    def clear(self, sync: _Slot) -> None:
-        self.slots = [sync] * SYNCS_PER_PARTITION
-        self.runs.clear()
+    def __init__(self, up: int, down: int, writer: int, sequence: int, generation: int) -> None:
+        self.ups = array("q", (up,))
+        self.downs = array("q", (down,))
+        self.slots = bytes(SYNCS_PER_PARTITION)
+        self.runs = array("q")
+        self.writers = array("i")
+        self.writer = writer
+        self.sequence = sequence
+        self.generation = generation
+
+    def clear(self, up: int, down: int, generation: int) -> None:
+        self.ups = array("q", (up,))
+        self.downs = array("q", (down,))
+        self.slots = bytes(SYNCS_PER_PARTITION)
+        del self.runs[:]
+        del self.writers[:]
+        self.generation = generation
+
+    def push(self, up: int, down: int) -> None:
+        """Append a sync to the pool and update the history slots with it."""
+        if len(self.ups) >= _POOL_LIMIT:
+            self._compact()
+        self.ups.append(up)
+        self.downs.append(down)
+        self.slots = bytes(_updated_slots(self.slots, self.ups, len(self.ups) - 1))
+
+    def _compact(self) -> None:
+        keep = sorted(set(self.slots))
+        remap = {old: new for new, old in enumerate(keep)}
+        self.ups = array("q", (self.ups[k] for k in keep))
+        self.downs = array("q", (self.downs[k] for k in keep))
+        self.slots = bytes(remap[k] for k in self.slots)
+
+    @property
+    def head(self) -> int:
+        return self.slots[0]
 
     def mm2(self, upstream_offset: int) -> int | None:
+        ups = self.ups
         chosen = self.slots[-1]
         for slot in self.slots:
-            if slot.up <= upstream_offset:
+            if ups[slot] <= upstream_offset:
                 chosen = slot
                 break
-        if chosen.up > upstream_offset:
+        up = ups[chosen]
+        if up > upstream_offset:
             return None  # older than all retained history; MM2 answers -1
-        return chosen.down + (0 if upstream_offset == chosen.up else 1)
+        return self.downs[chosen] + (0 if upstream_offset == up else 1)
 
     def from_runs(self, upstream_offset: int) -> int | None:
         """Exact inside a run; past a run's end, MM2's ``+1`` rule applied to the run's end
         sync (which MM2's thinned history may no longer hold)."""
-        i = bisect.bisect_right(self.runs, upstream_offset, key=_run_start) - 1
+        runs = self.runs
+        i = len(runs) - 3
+        while i >= 0 and runs[i] > upstream_offset:
+            i -= 3
         if i < 0:
             return None
-        run = self.runs[i]
-        if upstream_offset <= run.end:
-            return run.down + (upstream_offset - run.start)
-        return run.down + (run.end - run.start) + 1
+        start, end, down = runs[i], runs[i + 1], runs[i + 2]
+        if upstream_offset <= end:
+            return down + (upstream_offset - start)
+        return down + (end - start) + 1
 
 
 class OffsetTranslator:
@@ -236,6 +275,10 @@ class OffsetTranslator:
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._loading = False
         self._only_last = False
+        # Interned writer ids: runs and lineages hold an index into _writers.
+        self._writer_index: dict[str, int] = {}
+        self._writers: list[str] = []
+        self._generation = 0
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -260,58 +303,90 @@ class OffsetTranslator:
 
     def add(self, sync: OffsetSync, lineage: SyncLineage | None = None) -> None:
         """Record ``sync`` (the next one in the offset-syncs topic), with its lineage if any."""
-        key = (sync.topic, sync.partition)
-        up, down = sync.upstream_offset, sync.downstream_offset
-        new = _Slot(up, down)
+        if lineage is None:
+            self.add_offsets(sync.topic, sync.partition, sync.upstream_offset,
+                             sync.downstream_offset)  # fmt: skip
+        else:
+            self.add_offsets(sync.topic, sync.partition, sync.upstream_offset,
+                             sync.downstream_offset, lineage.writer_id, lineage.sequence)  # fmt: skip
+
+    def add_offsets(
+        self,
+        topic: str,
+        partition: int,
+        upstream_offset: int,
+        downstream_offset: int,
+        writer_id: str | None = None,
+        sequence: int = -1,
+    ) -> None:
+        """:meth:`add` without building the values: the sync ``(topic, partition,
+        upstream_offset, downstream_offset)`` with lineage ``(writer_id, sequence)`` (``writer_id
+        None``: no lineage). For readers that decode records themselves."""
+        if writer_id is None:
+            writer = -1
+        else:
+            found = self._writer_index.get(writer_id)
+            if found is None:
+                found = self._writer_index[writer_id] = len(self._writers)
+                self._writers.append(writer_id)
+            writer = found
+        up, down = upstream_offset, downstream_offset
+        key = (topic, partition)
         part = self._partitions.get(key)
         if part is None:
-            self._partitions[key] = _Partition(new, lineage)
+            self._generation += 1
+            self._partitions[key] = _Partition(up, down, writer, sequence, self._generation)
             return
         head = part.slots[0]
-        upstream_rewind = up < head.up
-        downstream_rewind = down < head.down or (down == head.down and up != head.up)
+        head_up, head_down = part.ups[head], part.downs[head]
+        upstream_rewind = up < head_up
+        downstream_rewind = down < head_down or (down == head_down and up != head_up)
         if self._only_last or upstream_rewind or downstream_rewind:
-            part.clear(new)
+            self._generation += 1
+            part.clear(up, down, self._generation)
         else:
-            part.slots = _updated_slots(part.slots, new)
-            previous = part.lineage
+            part.push(up, down)
             if (
-                lineage is not None
-                and previous is not None
-                and lineage.writer_id == previous.writer_id
-                and lineage.sequence == previous.sequence + 1
-                and up > head.up
-                and up - head.up == down - head.down
+                writer >= 0
+                and writer == part.writer
+                and sequence == part.sequence + 1
+                and up > head_up
+                and up - head_up == down - head_down
             ):
-                self._extend_runs(part, head.up, up, head.down, lineage.writer_id)
-        part.lineage = lineage
+                self._extend_runs(part, head_up, up, head_down, writer)
+        part.writer = writer
+        part.sequence = sequence
 
-    def _extend_runs(self, part: _Partition, start: int, end: int, down: int, writer: str) -> None:
+    def _extend_runs(self, part: _Partition, start: int, end: int, down: int, writer: int) -> None:
         runs = part.runs
         if runs:
-            last = runs[-1]
-            if last.end == start and last.down + (start - last.start) == down:
-                last.end = end
+            last_start, last_end, last_down = runs[-3], runs[-2], runs[-1]
+            if last_end == start and last_down + (start - last_start) == down:
+                runs[-2] = end
                 return
-        runs.append(_Run(start, end, down, writer))
-        if len(runs) > self._max_runs:
-            self._thin(runs, end)
+        runs.extend((start, end, down))
+        part.writers.append(writer)
+        if len(part.writers) > self._max_runs:
+            self._thin(part, end)
 
     @staticmethod
-    def _thin(runs: list[_Run], head_up: int) -> None:
+    def _thin(part: _Partition, head_up: int) -> None:
         """Drop one run (never the newest): from the most crowded age bucket (age measured from
         the newest sync, buckets growing exponentially; older bucket on ties), the shortest run
         (older on ties). Recent history stays dense, older history sparser, like MM2's slots."""
+        runs = part.runs
+        count = len(part.writers) - 1
         counts: dict[int, int] = {}
-        buckets = [(head_up - run.end).bit_length() for run in runs[:-1]]
+        buckets = [(head_up - runs[3 * i + 1]).bit_length() for i in range(count)]
         for b in buckets:
             counts[b] = counts.get(b, 0) + 1
         crowded = max(counts, key=lambda b: (counts[b], b))
         victim = min(
             (i for i, b in enumerate(buckets) if b == crowded),
-            key=lambda i: (runs[i].end - runs[i].start, i),
+            key=lambda i: (runs[3 * i + 1] - runs[3 * i], i),
         )
-        del runs[victim]
+        del runs[3 * victim : 3 * victim + 3]
+        del part.writers[victim]
 
     # -- translating -----------------------------------------------------------------------------
 
@@ -363,15 +438,30 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return None
-        head = part.slots[0]
-        return OffsetSync(topic, partition, head.up, head.down)
+        head = part.head
+        return OffsetSync(topic, partition, part.ups[head], part.downs[head])
+
+    def stamp(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``(generation, newest upstream offset)`` of the partition's syncs, or ``None``.
+
+        The generation changes whenever the partition's history is cleared (a rewind, or the
+        partition forgotten and seen again). While it stays the same, a new sync can raise the
+        answer of :meth:`translate` only for offsets above the newest upstream offset it had:
+        below it, later syncs only thin the history out. So a reader that translated ``u`` under
+        stamp ``(g, h)`` with ``u <= h`` gets nothing newer by translating it again under
+        ``(g, h')`` -- which is what lets the checkpoint task skip unchanged pairs.
+        """
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            return None
+        return part.generation, part.ups[part.head]
 
     def history_slots(self, topic: str, partition: int) -> list[OffsetSync]:
         """The 64 MM2 history slots, newest first (repeats included); empty if unknown."""
         part = self._partitions.get((topic, partition))
         if part is None:
             return []
-        return [OffsetSync(topic, partition, s.up, s.down) for s in part.slots]
+        return [OffsetSync(topic, partition, part.ups[k], part.downs[k]) for k in part.slots]
 
     def history(self, topic: str, partition: int) -> list[OffsetSync]:
         """The distinct retained syncs, newest first."""
@@ -379,11 +469,11 @@ class OffsetTranslator:
         if part is None:
             return []
         out: list[OffsetSync] = []
-        previous: _Slot | None = None
-        for s in part.slots:
-            if s is not previous:
-                out.append(OffsetSync(topic, partition, s.up, s.down))
-            previous = s
+        previous = -1
+        for k in part.slots:
+            if k != previous:
+                out.append(OffsetSync(topic, partition, part.ups[k], part.downs[k]))
+            previous = k
         return out
 
     def runs(self, topic: str, partition: int) -> list[ExactRun]:
@@ -391,7 +481,11 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return []
-        return [ExactRun(r.start, r.end, r.down, r.writer) for r in part.runs]
+        r, writers = part.runs, self._writers
+        return [
+            ExactRun(r[3 * i], r[3 * i + 1], r[3 * i + 2], writers[w])
+            for i, w in enumerate(part.writers)
+        ]
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop everything known about the partition."""

@@ -105,10 +105,10 @@ def _c_holds(x_up: int, y_up: int, i: int) -> bool:
     return bound >= 0 and x_up >= bound
 
 
-def _updated_slots(original: bytes | bytearray, ups: array[int], new: int) -> bytearray:
+def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> bytearray:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
-    Slots hold indexes into the partition's pool of syncs (``ups[k]`` is the upstream offset of
+    Slots hold indexes into the partition's pool of syncs (``pool[2 * k]`` is the upstream offset of
     pool entry ``k``); two slots hold the same sync when they hold the same index, as MM2 compares
     ``OffsetSync`` objects by identity. Slot 0 takes the new sync ``new``. Walking up the array,
     each slot whose sync became too old for its position (invariant B) is replaced by the best
@@ -124,18 +124,20 @@ def _updated_slots(original: bytes | bytearray, ups: array[int], new: int) -> by
     for current in range(1, SYNCS_PER_PARTITION):
         previous = current - 1
         prev_slot = slots[previous]
-        prev_up = ups[prev_slot]
+        prev_up = pool[2 * prev_slot]
         while True:
             old = original[replacement_index]
             if prev_slot == old:
                 is_recent = separated_from_previous = True
             else:
-                bound = _bound_b(ups[old], previous, current)
+                bound = _bound_b(pool[2 * old], previous, current)
                 is_recent = bound < 0 or prev_up <= bound
-                bound = _bound_c(ups[old], previous)
+                bound = _bound_c(pool[2 * old], previous)
                 separated_from_previous = bound >= 0 and prev_up >= bound
             following = slots[current + 1] if current < last else old
-            separated_from_next = old == following or _c_holds(ups[old], ups[following], current)
+            separated_from_next = old == following or _c_holds(
+                pool[2 * old], pool[2 * following], current
+            )
             duplicate = replacement_index < last and old == original[replacement_index + 1]
             promote = is_recent and separated_from_previous and separated_from_next
             if promote:
@@ -148,7 +150,7 @@ def _updated_slots(original: bytes | bytearray, ups: array[int], new: int) -> by
         here = slots[current]
         if prev_slot == here:
             break
-        bound = _bound_b(ups[here], previous, current)
+        bound = _bound_b(pool[2 * here], previous, current)
         if bound < 0 or prev_up <= bound:
             break
         slots[current] = replacement
@@ -173,15 +175,17 @@ class ExactRun:
         return None
 
 
-#: Pool entries a partition may hold before unreferenced ones are dropped (slot indexes are bytes).
-_POOL_LIMIT: Final = 255
+#: Smallest pool size at which unreferenced entries are dropped (then at twice what remains).
+_POOL_MIN: Final = 12
+_U16_MAX: Final = 0xFFFF
 
 
 class _Partition:
-    """Translation state of one partition, in flat arrays (a few hundred bytes to ~3 KiB):
+    """Translation state of one partition, in flat arrays (about 0.5 to 3 KiB):
 
-    * ``ups``/``downs``: a pool of received syncs; ``slots`` (64 bytes) holds MM2's history as
-      indexes into it. Unreferenced entries are dropped when the pool fills up.
+    * ``pool``: received syncs as ``up, down`` pairs; ``slots`` (64 bytes) holds MM2's history as
+      indexes into it. Unreferenced entries are dropped when the pool reaches ``limit`` entries,
+      twice the entries that remained last time (usually about ten distinct syncs are referenced).
     * ``runs``: exact runs as ``start, end, down`` triples, oldest first; ``writers``: each
       run's interned writer id (an index into the translator's table).
     * ``writer``/``sequence``: the newest sync's lineage (``writer == -1``: none).
@@ -189,21 +193,20 @@ class _Partition:
       :meth:`OffsetTranslator.stamp`).
     """
 
-    __slots__ = ("downs", "generation", "runs", "sequence", "slots", "ups", "writer", "writers")
+    __slots__ = ("generation", "limit", "pool", "runs", "sequence", "slots", "writer", "writers")
 
     def __init__(self, up: int, down: int, writer: int, sequence: int, generation: int) -> None:
-        self.ups = array("q", (up,))
-        self.downs = array("q", (down,))
+        self.pool = array("q", (up, down))
         self.slots = bytes(SYNCS_PER_PARTITION)
         self.runs = array("q")
-        self.writers = array("i")
+        self.writers = array("H")  # widened to "i" past 65,535 interned writer ids
+        self.limit = _POOL_MIN
         self.writer = writer
         self.sequence = sequence
         self.generation = generation
 
     def clear(self, up: int, down: int, generation: int) -> None:
-        self.ups = array("q", (up,))
-        self.downs = array("q", (down,))
+        self.pool = array("q", (up, down))
         self.slots = bytes(SYNCS_PER_PARTITION)
         del self.runs[:]
         del self.writers[:]
@@ -211,34 +214,41 @@ class _Partition:
 
     def push(self, up: int, down: int) -> None:
         """Append a sync to the pool and update the history slots with it."""
-        if len(self.ups) >= _POOL_LIMIT:
-            self._compact()
-        self.ups.append(up)
-        self.downs.append(down)
-        self.slots = bytes(_updated_slots(self.slots, self.ups, len(self.ups) - 1))
+        pool = self.pool
+        if len(pool) >= 2 * self.limit:
+            pool = self._compact()
+        pool.append(up)
+        pool.append(down)
+        self.slots = bytes(_updated_slots(self.slots, pool, len(pool) // 2 - 1))
 
-    def _compact(self) -> None:
+    def _compact(self) -> array[int]:
         keep = sorted(set(self.slots))
         remap = {old: new for new, old in enumerate(keep)}
-        self.ups = array("q", (self.ups[k] for k in keep))
-        self.downs = array("q", (self.downs[k] for k in keep))
+        pool = self.pool
+        self.pool = array("q", (pool[2 * k + d] for k in keep for d in (0, 1)))
         self.slots = bytes(remap[k] for k in self.slots)
+        self.limit = max(_POOL_MIN, 2 * len(keep))
+        return self.pool
 
-    @property
-    def head(self) -> int:
-        return self.slots[0]
+    def head(self) -> tuple[int, int]:
+        """The newest sync's ``(up, down)``."""
+        k = 2 * self.slots[0]
+        return self.pool[k], self.pool[k + 1]
+
+    def sync(self, k: int) -> tuple[int, int]:
+        return self.pool[2 * k], self.pool[2 * k + 1]
 
     def mm2(self, upstream_offset: int) -> int | None:
-        ups = self.ups
+        pool = self.pool
         chosen = self.slots[-1]
         for slot in self.slots:
-            if ups[slot] <= upstream_offset:
+            if pool[2 * slot] <= upstream_offset:
                 chosen = slot
                 break
-        up = ups[chosen]
+        up = pool[2 * chosen]
         if up > upstream_offset:
             return None  # older than all retained history; MM2 answers -1
-        return self.downs[chosen] + (0 if upstream_offset == up else 1)
+        return pool[2 * chosen + 1] + (0 if upstream_offset == up else 1)
 
     def from_runs(self, upstream_offset: int) -> int | None:
         """Exact inside a run; past a run's end, MM2's ``+1`` rule applied to the run's end
@@ -337,8 +347,7 @@ class OffsetTranslator:
             self._generation += 1
             self._partitions[key] = _Partition(up, down, writer, sequence, self._generation)
             return
-        head = part.slots[0]
-        head_up, head_down = part.ups[head], part.downs[head]
+        head_up, head_down = part.head()
         upstream_rewind = up < head_up
         downstream_rewind = down < head_down or (down == head_down and up != head_up)
         if self._only_last or upstream_rewind or downstream_rewind:
@@ -365,6 +374,8 @@ class OffsetTranslator:
                 runs[-2] = end
                 return
         runs.extend((start, end, down))
+        if writer > _U16_MAX and part.writers.typecode == "H":
+            part.writers = array("i", part.writers)
         part.writers.append(writer)
         if len(part.writers) > self._max_runs:
             self._thin(part, end)
@@ -438,8 +449,7 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return None
-        head = part.head
-        return OffsetSync(topic, partition, part.ups[head], part.downs[head])
+        return OffsetSync(topic, partition, *part.head())
 
     def stamp(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``(generation, newest upstream offset)`` of the partition's syncs, or ``None``.
@@ -454,14 +464,14 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return None
-        return part.generation, part.ups[part.head]
+        return part.generation, part.head()[0]
 
     def history_slots(self, topic: str, partition: int) -> list[OffsetSync]:
         """The 64 MM2 history slots, newest first (repeats included); empty if unknown."""
         part = self._partitions.get((topic, partition))
         if part is None:
             return []
-        return [OffsetSync(topic, partition, part.ups[k], part.downs[k]) for k in part.slots]
+        return [OffsetSync(topic, partition, *part.sync(k)) for k in part.slots]
 
     def history(self, topic: str, partition: int) -> list[OffsetSync]:
         """The distinct retained syncs, newest first."""
@@ -472,7 +482,7 @@ class OffsetTranslator:
         previous = -1
         for k in part.slots:
             if k != previous:
-                out.append(OffsetSync(topic, partition, part.ups[k], part.downs[k]))
+                out.append(OffsetSync(topic, partition, *part.sync(k)))
             previous = k
         return out
 

@@ -209,6 +209,10 @@ class CommitTable:
         changed, self._changed = self._changed, set()
         return changed
 
+    def has_changed(self) -> bool:
+        """Whether any group changed since :meth:`take_changed` was last called."""
+        return bool(self._changed)
+
     def mark_changed(self, groups: set[str]) -> None:
         """Report ``groups`` as changed again (e.g. their emission was postponed)."""
         self._changed |= groups

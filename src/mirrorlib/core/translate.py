@@ -87,34 +87,32 @@ def _wrap64(value: int) -> int:
 _SHIFT: Final = tuple(_wrap64(1 << n) for n in range(SYNCS_PER_PARTITION))
 
 
-def _bound_b(up: int, i: int, j: int) -> int:
-    """MM2 invariant B's bound ``up + 2^j - 2^i`` for slots i < j (Java long arithmetic)."""
-    raw = up + _SHIFT[j] - _SHIFT[i]
-    return raw if _INT64_MIN <= raw < -_INT64_MIN else _wrap64(raw)
+# Invariant B compares slots i and i + 1: its bound is ``up + 2^(i+1) - 2^i``; invariant C's for
+# slot i is ``up + 2^max(i-2, 0)``. Both as Java long arithmetic: the steps are wrapped here, and
+# a sum is wrapped only when it leaves the int64 range (the common case needs no wrap).
+_STEP_B: Final = tuple(
+    _wrap64(_SHIFT[i + 1] - _SHIFT[i]) for i in range(SYNCS_PER_PARTITION - 1)
+)
+_STEP_C: Final = tuple(_SHIFT[max(i - 2, 0)] for i in range(SYNCS_PER_PARTITION))
+_INT64_MAX: Final = 2**63 - 1
 
 
-def _bound_c(up: int, i: int) -> int:
-    """MM2 invariant C's bound ``up + 2^max(i-2, 0)`` for slot i (Java long arithmetic)."""
-    raw = up + _SHIFT[max(i - 2, 0)]
-    return raw if raw < -_INT64_MIN else _wrap64(raw)
-
-
-def _c_holds(x_up: int, y_up: int, i: int) -> bool:
-    """MM2 invariant C for slot i, for two distinct syncs: ``x.up >= y.up + 2^max(i-2, 0)``."""
-    bound = _bound_c(y_up, i)
-    return bound >= 0 and x_up >= bound
+def _plus(up: int, step: int) -> int:
+    total = up + step
+    return total if _INT64_MIN <= total <= _INT64_MAX else _wrap64(total)
 
 
 def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> bytearray:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
-    Slots hold indexes into the partition's pool of syncs (``pool[2 * k]`` is the upstream offset of
-    pool entry ``k``); two slots hold the same sync when they hold the same index, as MM2 compares
-    ``OffsetSync`` objects by identity. Slot 0 takes the new sync ``new``. Walking up the array,
-    each slot whose sync became too old for its position (invariant B) is replaced by the best
-    candidate from the old array: the newest one that is recent enough (B) and separated from its
-    neighbours (C). The walk stops at the first slot that still satisfies B, since B then holds
-    for all later slots.
+    Slots hold indexes into the partition's pool of syncs (``pool[2 * k]`` is the upstream offset
+    of pool entry ``k``); two slots hold the same sync when they hold the same index, as MM2
+    compares ``OffsetSync`` objects by identity. Slot 0 takes the new sync ``new``. Walking up the
+    array, each slot whose sync became too old for its position (invariant B: ``x.up <= y.up +
+    2^j - 2^i`` for slots i < j) is replaced by the best candidate from the old array: the newest
+    one that is recent enough (B) and separated from its neighbours (invariant C: ``x.up >= y.up
+    + 2^max(i-2, 0)``). The walk stops at the first slot that still satisfies B, since B then
+    holds for all later slots. (Written out inline: it runs for every offset sync read.)
     """
     slots = bytearray(original)
     replacement = new
@@ -125,24 +123,27 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         previous = current - 1
         prev_slot = slots[previous]
         prev_up = pool[2 * prev_slot]
+        step_b, step_c = _STEP_B[previous], _STEP_C[previous]
+        following = slots[current + 1] if current < last else -1
         while True:
             old = original[replacement_index]
+            old_up = pool[2 * old]
             if prev_slot == old:
                 is_recent = separated_from_previous = True
             else:
-                bound = _bound_b(pool[2 * old], previous, current)
+                bound = _plus(old_up, step_b)
                 is_recent = bound < 0 or prev_up <= bound
-                bound = _bound_c(pool[2 * old], previous)
+                bound = _plus(old_up, step_c)
                 separated_from_previous = bound >= 0 and prev_up >= bound
-            following = slots[current + 1] if current < last else old
-            separated_from_next = old == following or _c_holds(
-                pool[2 * old], pool[2 * following], current
+            separated_from_next = following in (-1, old) or (
+                (bound := _plus(pool[2 * following], _STEP_C[current])) >= 0 and old_up >= bound
             )
-            duplicate = replacement_index < last and old == original[replacement_index + 1]
             promote = is_recent and separated_from_previous and separated_from_next
             if promote:
                 replacement = old
-            skip = duplicate or not separated_from_previous
+            skip = not separated_from_previous or (
+                replacement_index < last and old == original[replacement_index + 1]
+            )
             if promote or skip:
                 replacement_index += 1
             if not (replacement_index < current and skip):
@@ -150,7 +151,7 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         here = slots[current]
         if prev_slot == here:
             break
-        bound = _bound_b(pool[2 * here], previous, current)
+        bound = _plus(pool[2 * here], step_b)
         if bound < 0 or prev_up <= bound:
             break
         slots[current] = replacement

@@ -125,19 +125,22 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         prev_up = pool[2 * prev_slot]
         step_b, step_c = _STEP_B[previous], _STEP_C[previous]
         following = slots[current + 1] if current < last else -1
+        next_bound = _plus(pool[2 * following], _STEP_C[current]) if following >= 0 else 0
         while True:
             old = original[replacement_index]
             old_up = pool[2 * old]
             if prev_slot == old:
                 is_recent = separated_from_previous = True
             else:
-                bound = _plus(old_up, step_b)
+                bound = old_up + step_b
+                if not _INT64_MIN <= bound <= _INT64_MAX:
+                    bound = _wrap64(bound)
                 is_recent = bound < 0 or prev_up <= bound
-                bound = _plus(old_up, step_c)
+                bound = old_up + step_c
+                if bound > _INT64_MAX:
+                    bound = _wrap64(bound)
                 separated_from_previous = bound >= 0 and prev_up >= bound
-            separated_from_next = following in (-1, old) or (
-                (bound := _plus(pool[2 * following], _STEP_C[current])) >= 0 and old_up >= bound
-            )
+            separated_from_next = following in (-1, old) or (0 <= next_bound <= old_up)
             promote = is_recent and separated_from_previous and separated_from_next
             if promote:
                 replacement = old

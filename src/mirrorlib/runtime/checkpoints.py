@@ -543,8 +543,10 @@ class CheckpointTask:
             if self._in_flight.get(key) == cp:
                 del self._in_flight[key]
             if err is not None:
-                # translate the pair again next time, changed or not
+                # translate the pair again on the next cycle, changed or not
                 self._memo.pop((cp.group, upstream_tp), None)
+                if self.following_commits:
+                    self.commits.mark_changed({cp.group})
                 self.stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
                 return
             self.store.add(cp)

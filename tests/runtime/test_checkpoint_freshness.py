@@ -158,7 +158,7 @@ def test_an_idle_groups_commit_is_checkpointed_within_one_interval(
         **{
             "A->B.topics": "cprompt\\..*",
             "A->B.groups": "cfresh-prompt",
-            "emit.checkpoints.interval.seconds": str(interval),
+            "emit.checkpoints.interval.seconds": str(int(interval)),
         },
     )
     reader: _CheckpointReader | None = None

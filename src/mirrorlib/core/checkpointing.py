@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 
 from mirrorlib.core.policy import ReplicationPolicy
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
@@ -25,6 +26,7 @@ __all__ = [
     "CheckpointStore",
     "checkpoints_for_group",
     "group_offsets_to_sync",
+    "is_more_recent",
     "next_emission",
     "rename_topic",
 ]
@@ -54,8 +56,17 @@ class CheckpointStore:
     def __init__(self) -> None:
         self._by_group: dict[str, dict[TopicPartition, Checkpoint]] = {}
 
-    def add(self, checkpoint: Checkpoint) -> None:
-        self._by_group.setdefault(checkpoint.group, {})[checkpoint.topic_partition] = checkpoint
+    def add(self, checkpoint: Checkpoint, tp: TopicPartition | None = None) -> None:
+        """Record ``checkpoint`` (``tp``: its ``topic_partition``, if the caller has it)."""
+        by_tp = self._by_group.get(checkpoint.group)
+        if by_tp is None:
+            by_tp = self._by_group[checkpoint.group] = {}
+        by_tp[checkpoint.topic_partition if tp is None else tp] = checkpoint
+
+    def latest(self, group: str) -> Mapping[TopicPartition, Checkpoint]:
+        """The group's checkpoints per downstream partition, as a live read-only view (no copy:
+        for a caller that looks many of them up)."""
+        return self._by_group.get(group, _EMPTY)
 
     def get(self, group: str, tp: TopicPartition) -> Checkpoint | None:
         return self._by_group.get(group, {}).get(tp)
@@ -73,11 +84,19 @@ class CheckpointStore:
         """MM2's checkpointIsMoreRecent: first for the partition, an upstream rewind, or a
         strictly advancing downstream offset."""
         last = self.get(checkpoint.group, checkpoint.topic_partition)
-        if last is None:
-            return True
-        if checkpoint.upstream_offset < last.upstream_offset:
-            return True
-        return checkpoint.downstream_offset > last.downstream_offset
+        return is_more_recent(last, checkpoint.upstream_offset, checkpoint.downstream_offset)
+
+
+_EMPTY: Mapping[TopicPartition, Checkpoint] = MappingProxyType({})
+
+
+def is_more_recent(last: Checkpoint | None, upstream_offset: int, downstream_offset: int) -> bool:
+    """MM2's checkpointIsMoreRecent for a new checkpoint ``(upstream_offset,
+    downstream_offset)`` of a partition whose last one is ``last``: the first for the partition,
+    an upstream rewind, or a strictly advancing downstream offset."""
+    if last is None or upstream_offset < last.upstream_offset:
+        return True
+    return downstream_offset > last.downstream_offset
 
 
 def checkpoints_for_group(

@@ -50,6 +50,7 @@ _I64 = struct.Struct(">q")
 _TWO_I64 = struct.Struct(">qq")
 _HEARTBEAT_VALUE = struct.Struct(">hq")
 _CHECKPOINT_VALUE_HEAD = struct.Struct(">hqq")
+_EMPTY_STRING: Final = b"\x00\x00"
 
 
 def _none_to_empty(value: str | None) -> str:
@@ -174,19 +175,37 @@ class Checkpoint:
         return OffsetAndMetadata(self.downstream_offset, self.metadata)
 
     def encode_key(self) -> bytes:
-        _check_int(self.partition, "partition", "Checkpoint", _INT32_MIN, _INT32_MAX, "int32")
-        return (
-            _encode_string(self.group, "group", "Checkpoint")
-            + _encode_string(self.topic, "topic", "Checkpoint")
-            + _I32.pack(self.partition)
-        )
+        return self.key_prefix(self.group) + self.key_suffix(self.topic, self.partition)
 
     def encode_value(self) -> bytes:
         for name in ("upstream_offset", "downstream_offset"):
             _check_int(getattr(self, name), name, "Checkpoint", _INT64_MIN, _INT64_MAX, "int64")
+        return self.value_bytes(self.upstream_offset, self.downstream_offset, self.metadata)
+
+    # The encoding in parts, for writers of many checkpoints (the key is prefix + suffix): the
+    # parts repeat (one group, one partition), so a writer encodes each once.
+
+    @staticmethod
+    def key_prefix(group: str) -> bytes:
+        """The key bytes of ``group`` (the start of every key of the group's checkpoints)."""
+        return _encode_string(group, "group", "Checkpoint")
+
+    @staticmethod
+    def key_suffix(topic: str, partition: int) -> bytes:
+        """The key bytes after the group: downstream ``topic`` and ``partition``."""
+        _check_int(partition, "partition", "Checkpoint", _INT32_MIN, _INT32_MAX, "int32")
+        return _encode_string(topic, "topic", "Checkpoint") + _I32.pack(partition)
+
+    @staticmethod
+    def value_bytes(upstream_offset: int, downstream_offset: int, metadata: str) -> bytes:
+        """The value bytes of a checkpoint (offsets must be int64s: ``struct.error`` if not)."""
+        if not metadata:
+            return _CHECKPOINT_VALUE_HEAD.pack(VERSION, upstream_offset, downstream_offset) + (
+                _EMPTY_STRING
+            )
         return _CHECKPOINT_VALUE_HEAD.pack(
-            VERSION, self.upstream_offset, self.downstream_offset
-        ) + _encode_string(self.metadata, "metadata", "Checkpoint")
+            VERSION, upstream_offset, downstream_offset
+        ) + _encode_string(metadata, "metadata", "Checkpoint")
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> Self:

@@ -24,7 +24,7 @@ to MM2's way: every ``I``, the committed offsets of every listed group are read 
 one request per group (confluent-kafka cannot batch groups) but up to
 :data:`~mirrorlib.kafka.groups.IN_FLIGHT` of them at a time; a commit then waits up to ``I`` to be
 read. The metrics ``checkpoint-commit-age-seconds`` and ``checkpoint-sync-age-seconds`` measure
-freshness (see :class:`_Ages`). Existing checkpoints are loaded first, so a restarted replicator
+freshness (see :meth:`_Cycle.done`). Existing checkpoints are loaded first, so a restarted replicator
 never moves a checkpoint backwards (except after an upstream rewind of the group, as in MM2). A
 checkpoint counts as emitted only once B acknowledged it: one whose write failed is emitted again
 on the next cycle, even for an idle group. With ``sync.group.offsets.enabled`` the offsets of
@@ -49,8 +49,8 @@ import attrs
 
 from mirrorlib.core.checkpointing import (
     CheckpointStore,
-    checkpoints_for_group,
     group_offsets_to_sync,
+    is_more_recent,
     next_emission,
     rename_topic,
 )
@@ -77,7 +77,11 @@ _SYNC_BATCH: Final = 10_000
 #: Every this many group-offset-sync intervals, every group is looked at, changed or not.
 _FULL_SYNC_EVERY: Final = 10
 
-_Pair = tuple[str, TopicPartition]
+#: A checkpoint's (upstream offset, downstream offset, metadata).
+_Fields = tuple[int, int, str]
+#: A checkpoint written: upstream and downstream partitions, fields, the checkpoint, and what
+#: its metrics are computed from (commit time, newest sync time; see :meth:`_Cycle.done`).
+_Sent = tuple[TopicPartition, TopicPartition, _Fields, Checkpoint, int | None, int | None]
 
 
 class OffsetReader(Protocol):
@@ -101,29 +105,6 @@ class CycleResult:
     fetched: int
 
 
-@attrs.frozen
-class _Ages:
-    """What a checkpoint's latency metrics are computed from, at its acknowledgement ``ack``
-    (wall-clock milliseconds):
-
-    * ``checkpoint-latency-ms`` (MM2's): ``ack - read_ms``, ``read_ms`` being the time the
-      group's committed offsets were read (the checkpoint record's timestamp);
-    * ``checkpoint-commit-age-seconds``: ``ack - committed_after_ms``: commit -> checkpoint
-      written. Following ``__consumer_offsets``, ``committed_after_ms`` is the coordinator's
-      commit timestamp, so this is the checkpoint latency itself. With OffsetFetch it is the
-      previous read of the group's offsets, at which the partition's committed offset was still
-      different: the commit happened after it, so this bounds the latency from above. Only for
-      checkpoints whose offset changed;
-    * ``checkpoint-sync-age-seconds``: ``read_ms - sync_ms``, ``sync_ms`` being the record
-      timestamp (the writer's produce time) of the newest offset sync of the partition the
-      translator had read: how far the syncs used trail the offsets they translate.
-    """
-
-    read_ms: int
-    committed_after_ms: int | None
-    sync_ms: int | None
-
-
 class CheckpointTask:
     """Emits checkpoints (and syncs group offsets) for one flow; run :meth:`run` in a thread.
 
@@ -137,7 +118,8 @@ class CheckpointTask:
         self.translator = OffsetTranslator()
         self.commits = CommitTable(settings.should_replicate_group)
         self.store = CheckpointStore()  # acknowledged checkpoints only
-        self._in_flight: dict[_Pair, Checkpoint] = {}
+        # Per group: checkpoints written and not yet acknowledged, per downstream partition.
+        self._in_flight: dict[str, dict[TopicPartition, _Fields]] = {}
         self.groups: list[str] = []
         self.corrupt_records = 0
         self.initialized = threading.Event()
@@ -146,8 +128,8 @@ class CheckpointTask:
         self._sync_ms: dict[tuple[str, int], int] = {}
         # Partitions with new syncs since the last fixed-rate cycle.
         self._synced_partitions: set[tuple[str, int]] = set()
-        # Per (group, upstream partition) translated: (offset, generation, newest up) of then.
-        self._memo: dict[_Pair, tuple[int, int, int]] = {}
+        # Per group, per upstream partition translated: (offset, generation, newest up) of then.
+        self._memo: dict[str, dict[TopicPartition, tuple[int, int, int]]] = {}
         # Groups with a committed offset on each upstream partition (to re-translate on syncs).
         self._groups_of: dict[tuple[str, int], set[str]] = {}
         # Per group, OffsetFetch mode: wall time (ms) of the previous read and its offsets.
@@ -422,19 +404,22 @@ class CheckpointTask:
             return CycleResult(0, 0, 0, 0, fetched)
         if catch_up is not None:
             catch_up()
-        pairs = translated = produced = 0
+        cycle = _Cycle(self, producer, read_ms)
         for group, offsets in todo.items():
             self._cycled_at[group] = now_mono
-            pairs += len(offsets)
-            fresh, moved = self._changed_pairs(group, offsets)
-            translated += len(fresh)
-            if fresh:
-                produced += self._produce(
-                    producer, group, fresh, read_ms, committed_after[group], moved
-                )
+            cycle.group(group, offsets, committed_after[group])
+        pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
             producer.flush(s.admin_timeout)
         return CycleResult(len(todo), pairs, translated, produced, fetched)
+
+    def _watch(self, tp: TopicPartition, group: str) -> None:
+        """Translate ``group``'s offset on ``tp`` again when the partition gets new syncs."""
+        key = (tp.topic, tp.partition)
+        watchers = self._groups_of.get(key)
+        if watchers is None:
+            watchers = self._groups_of[key] = set()
+        watchers.add(group)
 
     def _add_synced_pairs(
         self,
@@ -455,114 +440,6 @@ class CheckpointTask:
                 if offsets:
                     todo[group] = offsets
                     committed_after[group] = _never
-
-    def _changed_pairs(
-        self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[TopicPartition]]:
-        """The pairs of ``group`` worth translating: new offset, or new syncs that can change
-        the answer (see :meth:`OffsetTranslator.stamp`), and which of them have a new offset;
-        remembers them as translated."""
-        out: dict[TopicPartition, OffsetAndMetadata] = {}
-        moved: set[TopicPartition] = set()
-        memo, stamp = self._memo, self.translator.stamp
-        for tp, om in offsets.items():
-            key = (tp.topic, tp.partition)
-            groups = self._groups_of.get(key)
-            if groups is None:
-                groups = self._groups_of[key] = set()
-            groups.add(group)
-            current = stamp(tp.topic, tp.partition)
-            if current is None:
-                out[tp] = om  # no sync yet: nothing to translate, but never memoised
-                moved.add(tp)
-                continue
-            generation, newest = current
-            before = memo.get((group, tp))
-            if (
-                before is not None
-                and before[0] == om.offset
-                and before[1] == generation
-                and (om.offset <= before[2] or newest == before[2])
-            ):
-                continue
-            memo[(group, tp)] = (om.offset, generation, newest)
-            out[tp] = om
-            if before is None or before[0] != om.offset:
-                moved.add(tp)
-        return out, moved
-
-    def _produce(
-        self,
-        producer: Any,
-        group: str,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        read_ms: int,
-        committed_after: Callable[[TopicPartition], int | None],
-        moved: set[TopicPartition],
-    ) -> int:
-        s = self.s
-        upstream_topic = {self._rename(tp.topic): tp.topic for tp in offsets}
-        cps = checkpoints_for_group(
-            group,
-            offsets,
-            translate=self.translator.translate,
-            rename=self._rename,
-            should_checkpoint_topic=s.should_replicate_topic,
-            store=self.store,
-        )
-        produced = 0
-        for cp in cps:
-            key = (cp.group, cp.topic_partition)
-            if self._in_flight.get(key) == cp:
-                continue  # still waiting for its delivery report
-            self._in_flight[key] = cp
-            upstream_tp = TopicPartition(upstream_topic[cp.topic], cp.partition)
-            ages = _Ages(
-                read_ms=read_ms,
-                committed_after_ms=committed_after(upstream_tp) if upstream_tp in moved else None,
-                sync_ms=self._sync_ms.get((upstream_tp.topic, upstream_tp.partition)),
-            )
-            producer.produce(
-                s.checkpoints_topic,
-                cp.encode_value(),
-                cp.encode_key(),
-                0,
-                timestamp=read_ms,
-                on_delivery=self._delivered(cp, upstream_tp, ages),
-            )
-            produced += 1
-        return produced
-
-    def _delivered(self, cp: Checkpoint, upstream_tp: TopicPartition, ages: _Ages) -> Any:
-        """The delivery report of ``cp``: only an acknowledged checkpoint is recorded, so a failed
-        write is emitted again on the next cycle and group offset sync never commits from it.
-        Records the checkpoint's latency metrics (see :class:`_Ages`)."""
-
-        def done(err: Any, _msg: Any) -> None:
-            key = (cp.group, cp.topic_partition)
-            if self._in_flight.get(key) == cp:
-                del self._in_flight[key]
-            if err is not None:
-                # translate the pair again on the next cycle, changed or not
-                self._memo.pop((cp.group, upstream_tp), None)
-                if self.following_commits:
-                    self.commits.mark_changed({cp.group})
-                self.stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
-                return
-            self.store.add(cp)
-            self.stats.set_error("checkpoints", None)
-            now = int(time.time() * 1000)
-            self.stats.checkpoints_emitted += 1
-            self.stats.last_checkpoint_ms = now
-            self.stats.checkpoint_latency.record(now - ages.read_ms)
-            if ages.committed_after_ms is not None:
-                self.stats.checkpoint_commit_age.record(
-                    max(now - ages.committed_after_ms, 0) / 1000
-                )
-            if ages.sync_ms is not None:
-                self.stats.checkpoint_sync_age.record(max(ages.read_ms - ages.sync_ms, 0) / 1000)
-
-        return done
 
     # -- group offset sync -----------------------------------------------------------------------
 
@@ -627,6 +504,200 @@ class CheckpointTask:
                 s.name, len(commits[group]), group, s.target,
             )  # fmt: skip
         return done
+
+
+class _Cycle:
+    """One checkpoint cycle's work, group by group (:meth:`group`), with what its groups share
+    computed once per upstream partition (the translator's stamp, the downstream partition and
+    its key bytes, the newest sync's time) and per (partition, offset) (the translation).
+
+    The checkpoints of a group are written with one delivery callback (:meth:`done`), which
+    takes their reports in the order they were written: librdkafka reports the messages of a
+    partition in order, and all checkpoints go to partition 0. A checkpoint is recorded (in the
+    store, metrics) only when acknowledged.
+    """
+
+    __slots__ = (
+        "_acked",
+        "_answers",
+        "_clear",
+        "_group",
+        "_parts",
+        "_producer",
+        "_read_ms",
+        "_sent",
+        "_task",
+        "pairs",
+        "produced",
+        "translated",
+    )
+
+    def __init__(self, task: CheckpointTask, producer: Any, read_ms: int) -> None:
+        self._task = task
+        self._producer = producer
+        self._read_ms = read_ms
+        # upstream partition -> (stamp, downstream partition or None, key suffix, sync time)
+        self._parts: dict[
+            TopicPartition,
+            tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None],
+        ] = {}
+        self._answers: dict[tuple[TopicPartition, int], int | None] = {}
+        self._sent: list[_Sent] = []  # in the order written
+        self._acked = 0
+        self._clear = True  # whether an acknowledgement should clear the task's error
+        self._group = ""  # the group being written
+        self.pairs = self.translated = self.produced = 0
+
+    def _partition(
+        self, tp: TopicPartition
+    ) -> tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None]:
+        task = self._task
+        stamp = task.translator.stamp(tp.topic, tp.partition)
+        if not task.s.should_replicate_topic(tp.topic):
+            found: tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None] = (
+                stamp, None, b"", None,
+            )  # fmt: skip
+        else:
+            topic = task._rename(tp.topic)
+            found = (
+                stamp,
+                TopicPartition(topic, tp.partition),
+                Checkpoint.key_suffix(topic, tp.partition),
+                task._sync_ms.get((tp.topic, tp.partition)),
+            )
+        self._parts[tp] = found
+        return found
+
+    def group(
+        self,
+        group: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        committed_after: Callable[[TopicPartition], int | None],
+    ) -> None:
+        """Translate the pairs of ``group`` worth translating -- a new offset, or new syncs
+        that can change the answer (see :meth:`OffsetTranslator.stamp`) -- and write the
+        checkpoints that are more recent than the group's last acknowledged ones (MM2's rule,
+        :func:`~mirrorlib.core.checkpointing.is_more_recent`) and not already in flight."""
+        task = self._task
+        self._group = group
+        memo = task._memo.get(group)
+        if memo is None:
+            memo = task._memo[group] = {}
+        flying = task._in_flight.get(group)
+        if flying is None:
+            flying = task._in_flight[group] = {}
+        latest = task.store.latest(group)
+        parts, answers, translate = self._parts, self._answers, task.translator.translate
+        prefix, write = Checkpoint.key_prefix(group), self._write
+        translated = produced = 0
+        for tp, om in offsets.items():
+            part = parts.get(tp)
+            if part is None:
+                part = self._partition(tp)
+            stamp, dtp, suffix, sync_ms = part
+            offset = om.offset
+            before = memo.get(tp)
+            if stamp is None:
+                before = None  # no sync yet: nothing to translate, but never memoised
+            else:
+                generation, newest = stamp
+                if (
+                    before is not None
+                    and before[0] == offset
+                    and before[1] == generation
+                    and (offset <= before[2] or newest == before[2])
+                ):
+                    continue
+                memo[tp] = (offset, generation, newest)
+            translated += 1
+            if before is None:
+                task._watch(tp, group)
+            if dtp is None or stamp is None or offset < 0:
+                continue
+            answer = (tp, offset)
+            down = answers.get(answer, -1)
+            if down == -1:
+                down = answers[answer] = translate(tp.topic, tp.partition, offset)
+            if down is None or down < 0 or not is_more_recent(latest.get(dtp), offset, down):
+                continue
+            fields = (offset, down, om.metadata)
+            if flying.get(dtp) == fields:
+                continue  # still waiting for its delivery report
+            flying[dtp] = fields
+            moved = before is None or before[0] != offset
+            write(prefix + suffix, tp, dtp, fields, committed_after(tp) if moved else None, sync_ms)
+            produced += 1
+        self.pairs += len(offsets)
+        self.translated += translated
+        self.produced += produced
+
+    def _write(
+        self,
+        key: bytes,
+        tp: TopicPartition,
+        dtp: TopicPartition,
+        fields: _Fields,
+        committed_after_ms: int | None,
+        sync_ms: int | None,
+    ) -> None:
+        offset, down, metadata = fields
+        self._producer.produce(
+            self._task.s.checkpoints_topic,
+            Checkpoint.value_bytes(offset, down, metadata),
+            key,
+            0,
+            timestamp=self._read_ms,
+            on_delivery=self.done,
+        )
+        cp = Checkpoint(self._group, dtp.topic, dtp.partition, offset, down, metadata)
+        self._sent.append((tp, dtp, fields, cp, committed_after_ms, sync_ms))
+
+    def done(self, err: Any, _msg: Any) -> None:
+        """The delivery report of the next checkpoint written: only an acknowledged checkpoint
+        is recorded, so a failed write is emitted again on the next cycle and group offset sync
+        never commits from it. Records the checkpoint's metrics, at its acknowledgement ``now``:
+
+        * ``checkpoint-latency-ms`` (MM2's): ``now - read_ms``, ``read_ms`` being the time the
+          group's committed offsets were read (the checkpoint record's timestamp);
+        * ``checkpoint-commit-age-seconds``: ``now - committed_after_ms``: commit -> checkpoint
+          written. Following ``__consumer_offsets``, ``committed_after_ms`` is the coordinator's
+          commit timestamp, so this is the checkpoint latency itself. With OffsetFetch it is the
+          previous read of the group's offsets, at which the partition's committed offset was
+          still different: the commit happened after it, so this bounds the latency from above.
+          Only for checkpoints whose offset changed;
+        * ``checkpoint-sync-age-seconds``: ``read_ms - sync_ms``, ``sync_ms`` being the record
+          timestamp (the writer's produce time) of the newest offset sync of the partition the
+          translator had read: how far the syncs used trail the offsets they translate.
+        """
+        index = self._acked
+        self._acked = index + 1
+        tp, dtp, fields, cp, committed_after_ms, sync_ms = self._sent[index]
+        task, group = self._task, cp.group
+        flying = task._in_flight.get(group)
+        if flying is not None and flying.get(dtp) == fields:
+            del flying[dtp]
+        stats = task.stats
+        if err is not None:
+            # translate the pair again on the next cycle, changed or not
+            task._memo.get(group, {}).pop(tp, None)
+            if task.following_commits:
+                task.commits.mark_changed({group})
+            stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
+            self._clear = True
+            return
+        task.store.add(cp, dtp)
+        if self._clear:
+            stats.set_error("checkpoints", None)
+            self._clear = False
+        now = int(time.time() * 1000)
+        read_ms = self._read_ms
+        stats.checkpoints_emitted += 1
+        stats.last_checkpoint_ms = now
+        stats.checkpoint_latency.record(now - read_ms)
+        if committed_after_ms is not None:
+            stats.checkpoint_commit_age.record(max(now - committed_after_ms, 0) / 1000)
+        if sync_ms is not None:
+            stats.checkpoint_sync_age.record(max(read_ms - sync_ms, 0) / 1000)
 
 
 def _never(_tp: TopicPartition) -> int | None:

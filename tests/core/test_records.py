@@ -172,3 +172,12 @@ def test_arbitrary_bytes_decode_or_raise_codec_error(key: bytes, value: bytes) -
             cls.decode(key, value)
         except CodecError:
             pass
+
+
+def test_checkpoint_encoding_in_parts_matches_the_whole() -> None:
+    for metadata in ("", "meta"):
+        cp = Checkpoint("group", "A.topic", 3, 100, 90, metadata)
+        key = Checkpoint.key_prefix(cp.group) + Checkpoint.key_suffix(cp.topic, cp.partition)
+        assert key == cp.encode_key()
+        assert Checkpoint.value_bytes(100, 90, metadata) == cp.encode_value()
+        assert Checkpoint.decode(key, cp.encode_value()) == cp

@@ -89,17 +89,11 @@ _SHIFT: Final = tuple(_wrap64(1 << n) for n in range(SYNCS_PER_PARTITION))
 
 # Invariant B compares slots i and i + 1: its bound is ``up + 2^(i+1) - 2^i``; invariant C's for
 # slot i is ``up + 2^max(i-2, 0)``. Both as Java long arithmetic: the steps are wrapped here, and
-# a sum is wrapped only when it leaves the int64 range (the common case needs no wrap).
-_STEP_B: Final = tuple(
-    _wrap64(_SHIFT[i + 1] - _SHIFT[i]) for i in range(SYNCS_PER_PARTITION - 1)
-)
+# a sum is wrapped only when it leaves the int64 range (the common case needs no wrap; C's steps
+# are positive, so its sums can only leave it upwards).
+_STEP_B: Final = tuple(_wrap64(_SHIFT[i + 1] - _SHIFT[i]) for i in range(SYNCS_PER_PARTITION - 1))
 _STEP_C: Final = tuple(_SHIFT[max(i - 2, 0)] for i in range(SYNCS_PER_PARTITION))
 _INT64_MAX: Final = 2**63 - 1
-
-
-def _plus(up: int, step: int) -> int:
-    total = up + step
-    return total if _INT64_MIN <= total <= _INT64_MAX else _wrap64(total)
 
 
 def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> bytearray:
@@ -125,7 +119,8 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         prev_up = pool[2 * prev_slot]
         step_b, step_c = _STEP_B[previous], _STEP_C[previous]
         following = slots[current + 1] if current < last else -1
-        next_bound = _plus(pool[2 * following], _STEP_C[current]) if following >= 0 else 0
+        next_bound = pool[2 * following] + _STEP_C[current] if following >= 0 else 0
+        next_bound = next_bound if next_bound <= _INT64_MAX else _wrap64(next_bound)
         while True:
             old = original[replacement_index]
             old_up = pool[2 * old]
@@ -154,7 +149,8 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         here = slots[current]
         if prev_slot == here:
             break
-        bound = _plus(pool[2 * here], step_b)
+        bound = pool[2 * here] + step_b
+        bound = bound if _INT64_MIN <= bound <= _INT64_MAX else _wrap64(bound)
         if bound < 0 or prev_up <= bound:
             break
         slots[current] = replacement

@@ -65,7 +65,9 @@ class TopicLog:
     """Follows one topic from the beginning with a group-less consumer.
 
     ``config`` is a librdkafka consumer configuration (bootstrap, security); group and commit
-    settings are forced. ``alias`` names the cluster in errors.
+    settings are forced. ``alias`` names the cluster in errors. ``start``: the offset to start
+    from per partition (the next one to read; the others start at the beginning, and so does a
+    partition whose start is out of range, e.g. after the topic was recreated).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class TopicLog:
         alias: str,
         partitions: Iterable[int] | None = None,
         read_committed: bool = False,
+        start: Mapping[int, int] | None = None,
     ) -> None:
         conf: dict[str, Any] = dict(config)
         conf.update(
@@ -97,6 +100,7 @@ class TopicLog:
         )
         self._partitions = None if partitions is None else sorted(set(partitions))
         self._assigned: list[int] = []
+        self._start = dict(start or {})
 
     def _ensure_assigned(self, timeout: float) -> list[int]:
         if self._assigned:
@@ -117,7 +121,10 @@ class TopicLog:
                 )
             partitions = sorted(meta.partitions)
         self._consumer.assign(
-            [KafkaTopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
+            [
+                KafkaTopicPartition(self.topic, p, self._start.get(p, OFFSET_BEGINNING))
+                for p in partitions
+            ]
         )
         self._assigned = list(partitions)
         return self._assigned
@@ -227,8 +234,8 @@ class TopicLog:
         for tp in self._consumer.position(
             [KafkaTopicPartition(self.topic, p) for p in self._assigned]
         ):
-            # a negative position means "nothing fetched yet": treat as the beginning
-            result[tp.partition] = max(tp.offset, 0)
+            # a negative position means "nothing fetched yet": treat as the start
+            result[tp.partition] = tp.offset if tp.offset >= 0 else self._start.get(tp.partition, 0)
         return result
 
     def _raise_if_fatal(self, err: KafkaError) -> None:

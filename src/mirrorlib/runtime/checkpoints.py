@@ -140,6 +140,9 @@ class CheckpointTask:
         self._target_synced: dict[str, dict[TopicPartition, int]] = {}
         self._sync_rounds = 0
         self.following_commits = False
+        # Next offset to read per partition of the offset-syncs topic and __consumer_offsets.
+        self._syncs_next: dict[int, int] = {}
+        self._commits_next: dict[int, int] = {}
 
     def _rename(self, topic: str) -> str:
         return rename_topic(self.s.policy, self.s.source, self.s.target, topic)
@@ -223,7 +226,11 @@ class CheckpointTask:
         mode) when it cannot be read."""
         s = self.s
         commits_log = TopicLog(
-            s.source_consumer, CONSUMER_OFFSETS_TOPIC, alias=s.source, read_committed=True
+            s.source_consumer,
+            CONSUMER_OFFSETS_TOPIC,
+            alias=s.source,
+            read_committed=True,
+            start=self._commits_next,
         )
         try:
             commits_log.read_to_end(
@@ -256,11 +263,14 @@ class CheckpointTask:
                 s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
             ) as cps_log:
                 cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout)
+        # A restarted loop continues where the previous one stopped reading (its syncs and
+        # commits are in memory); only a new task reads both topics from the beginning.
         syncs_log = TopicLog(
             s.offset_syncs_consumer,
             s.offset_syncs_topic,
             alias=s.offset_syncs_cluster,
             partitions=[0],
+            start=self._syncs_next,
         )
         commits_log: TopicLog | None = None
         try:
@@ -320,16 +330,23 @@ class CheckpointTask:
                 behind = commits_log.poll(self._commit_handler, timeout=0, batch=_SYNC_BATCH) >= (
                     _SYNC_BATCH
                 )
-            taken = syncs_log.poll_batch(self.take_syncs, timeout=0 if behind else wait,
+            taken = syncs_log.poll_batch(self._sync_batch, timeout=0 if behind else wait,
                                          batch=_SYNC_BATCH)  # fmt: skip
             while taken >= _SYNC_BATCH and not stop.is_set():  # a backlog: take it all in
-                taken = syncs_log.poll_batch(self.take_syncs, timeout=0, batch=_SYNC_BATCH)
+                taken = syncs_log.poll_batch(self._sync_batch, timeout=0, batch=_SYNC_BATCH)
 
     def _commit_handler(self, msg: Any) -> None:
         self.take_commits((msg,))
+        self._commits_next[msg.partition()] = msg.offset() + 1
 
     def _sync_handler(self, msg: Any) -> None:
         self.take_syncs((msg,))
+        self._syncs_next[msg.partition()] = msg.offset() + 1
+
+    def _sync_batch(self, records: list[Any]) -> None:
+        self.take_syncs(records)
+        last = records[-1]
+        self._syncs_next[last.partition()] = last.offset() + 1
 
     def _catch_up(self, syncs_log: TopicLog) -> Callable[[], None]:
         """Reads every offset sync written so far (bounded by one emit interval), so offsets

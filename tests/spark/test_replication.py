@@ -229,8 +229,13 @@ def test_backfill_stops_at_the_offsets_seen_at_start(
     assert sum(copied.values()) >= 3000
     assert all(copied[p] <= source[p] for p in source)
     assert sum(source.values()) > sum(copied.values())  # newer records were left alone
-    batches = [p for p in handle.queries["A->B"].recentProgress if p["numInputRows"] > 0]
+    sources = [p["sources"][0] for p in handle.queries["A->B"].recentProgress]
+    batches = [src for src in sources if src["startOffset"] != src["endOffset"]]
     assert len(batches) >= 3  # ReadMaxRows(1000) split the backlog
+    # Spark's progress shows the lag: the source's end offsets (pinned by the backfill) against
+    # the batch's; none is left after the last batch
+    assert batches[0]["latestOffset"] != batches[0]["endOffset"]
+    assert sources[-1]["latestOffset"] == sources[-1]["endOffset"]
     # what was copied is an exact prefix of every partition
     got = read_all(b, f"A.{name}.t")
     upstream = {(m.partition(), m.offset()): m.value() for m in read_all(a, f"{name}.t")}

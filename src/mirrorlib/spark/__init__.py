@@ -44,7 +44,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner, stop_flows
-from mirrorlib.spark.plane import StreamingQuery, flow_directory
+from mirrorlib.spark.plane import StreamingQuery, flow_directory, start_workers
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_BATCH",
@@ -235,6 +235,7 @@ class SparkReplicator:
 
         spark.dataSource.register(MirrorDataSource)
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
+        start_workers(spark, tasks)
         flows = [
             FlowRunner(
                 s,

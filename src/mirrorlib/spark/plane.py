@@ -17,9 +17,11 @@ before the batch commits (so a driver restart owes it too), and copied again aft
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +31,13 @@ from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka.ranges import CopyResult, PartitionResult, copy_ranges, store_positions
+from mirrorlib.kafka.ranges import (
+    CopyResult,
+    PartitionResult,
+    SourceView,
+    copy_ranges,
+    store_positions,
+)
 
 if TYPE_CHECKING:
     from mirrorlib.runtime.flow import FlowRunner
@@ -47,6 +55,46 @@ def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) ->
     return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
 
 
+def initial_offsets(settings: FlowSettings, offsets_topic_partitions: int) -> dict[TP, int]:
+    """Where a new query starts each copyable partition (see
+    :meth:`~mirrorlib.kafka.ranges.SourceView.starting_offsets`)."""
+    view = SourceView(settings, offsets_topic_partitions)
+    try:
+        return view.starting_offsets(view.partitions())
+    finally:
+        view.close()
+
+
+def _load_copier(_: Iterable[int]) -> Iterator[int]:
+    """The body of a warm-up task: import the copy task's modules in the Python worker."""
+    import mirrorlib.kafka.ranges  # noqa: F401
+
+    yield 0
+
+
+def start_workers(spark: Any, tasks: int) -> threading.Thread:
+    """Start the executors' Python workers in the background (one task per core, importing the
+    copy task's modules), while the driver prepares the flows: the first copy job then finds
+    them running (``spark.python.worker.reuse``, Spark's default, keeps them)."""
+
+    def run() -> None:
+        sc = spark.sparkContext
+        started = time.monotonic()
+        try:
+            sc.setJobDescription("mirrorlib: start the Python workers")
+            sc.parallelize(range(tasks), tasks).mapPartitions(_load_copier).collect()
+            log.info("Python workers started in %.2fs", time.monotonic() - started)
+        except Exception as exc:  # only a head start: the copy job starts them anyway
+            log.debug("starting the Python workers: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                sc.setJobDescription(None)
+
+    thread = threading.Thread(target=run, name="mirrorlib-spark-workers", daemon=True)
+    thread.start()
+    return thread
+
+
 def copy_task(
     settings: FlowSettings,
     max_bytes: Mapping[str, int | None],
@@ -58,57 +106,104 @@ def copy_task(
         yield copy_ranges(settings, work, max_bytes=max_bytes, budgets=budgets)
 
 
-class ParkedLog:
-    """What parked partitions owe, after each batch, in the flow's checkpoint directory (any
-    Hadoop file system, through the driver's JVM): ``mirrorlib-parked/<batch id>``, JSON. The
-    state before batch ``N`` is the newest file with an id below ``N`` (a file of a batch that
-    did not commit is ignored when Spark runs that batch again)."""
+class CheckpointFiles:
+    """Small files in a flow's Spark checkpoint directory (any Hadoop file system), read and
+    written through the driver's JVM."""
 
     def __init__(self, spark: Any, directory: str) -> None:
         jvm = spark._jvm
         self._path = jvm.org.apache.hadoop.fs.Path
-        self._dir = self._path(f"{directory.rstrip('/')}/mirrorlib-parked")
-        self._fs = self._dir.getFileSystem(spark._jsc.hadoopConfiguration())
+        self._root = self._path(directory.rstrip("/"))
+        self._fs = self._root.getFileSystem(spark._jsc.hadoopConfiguration())
         self._io = jvm.org.apache.commons.io.IOUtils
 
-    def _ids(self) -> list[int]:
-        if not self._fs.exists(self._dir):
+    def ids(self, folder: str) -> list[int]:
+        """The numeric file names in ``folder`` (batch ids), sorted."""
+        path = self._path(self._root, folder)
+        if not self._fs.exists(path):
             return []
-        names = [st.getPath().getName() for st in self._fs.listStatus(self._dir)]
+        names = [st.getPath().getName() for st in self._fs.listStatus(path)]
         return sorted(int(n) for n in names if n.isdigit())
 
-    def load(self, batch_id: int) -> dict[TP, Range]:
-        ids = [i for i in self._ids() if i < batch_id]
-        if not ids:
-            return {}
-        stream = self._fs.open(self._path(self._dir, str(ids[-1])))
+    def read(self, name: str) -> bytes | None:
+        path = self._path(self._root, name)
+        if not self._fs.exists(path):
+            return None
+        stream = self._fs.open(path)
         try:
-            raw = bytes(self._io.toByteArray(stream))
+            return bytes(self._io.toByteArray(stream))
         finally:
             stream.close()
-        return batches.decode_owed(json.loads(raw.decode("utf-8")))
 
-    def save(self, batch_id: int, owed: Mapping[TP, Range]) -> None:
-        data = json.dumps(batches.encode_owed(owed)).encode("utf-8")
-        out = self._fs.create(self._path(self._dir, str(batch_id)), True)
+    def write(self, name: str, data: bytes) -> None:
+        out = self._fs.create(self._path(self._root, name), True)
         try:
             out.write(bytearray(data))
         finally:
             out.close()
-        for old in self._ids():
+
+    def delete(self, name: str) -> None:
+        self._fs.delete(self._path(self._root, name), False)
+
+
+def batch_end_offsets(files: CheckpointFiles, batch_id: int) -> dict[TP, int] | None:
+    """The end offsets of batch ``batch_id`` as Spark's offset log holds them
+    (``offsets/<id>``: a version line, the batch's metadata, then one line per source: ours is
+    the only one), ``None`` when the file or the line is missing."""
+    raw = files.read(f"offsets/{batch_id}")
+    if raw is None:
+        return None
+    lines = raw.decode("utf-8").splitlines()
+    if len(lines) < 3 or lines[2].strip() in ("", "-"):
+        return None
+    return batches.decode_offsets(json.loads(lines[2]))
+
+
+class ParkedLog:
+    """What parked partitions owe, after each batch, in the flow's checkpoint directory:
+    ``mirrorlib-parked/<batch id>``, JSON. The state before batch ``N`` is the newest file with
+    an id below ``N`` (a file of a batch that did not commit is ignored when Spark runs that
+    batch again)."""
+
+    FOLDER = "mirrorlib-parked"
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self.files = files
+
+    def load(self, batch_id: int) -> dict[TP, Range]:
+        ids = [i for i in self.files.ids(self.FOLDER) if i < batch_id]
+        raw = self.files.read(f"{self.FOLDER}/{ids[-1]}") if ids else None
+        if raw is None:
+            return {}
+        return batches.decode_owed(json.loads(raw.decode("utf-8")))
+
+    def save(self, batch_id: int, owed: Mapping[TP, Range]) -> None:
+        data = json.dumps(batches.encode_owed(owed)).encode("utf-8")
+        self.files.write(f"{self.FOLDER}/{batch_id}", data)
+        for old in self.files.ids(self.FOLDER):
             if old < batch_id - 1:
-                self._fs.delete(self._path(self._dir, str(old)), False)
+                self.files.delete(f"{self.FOLDER}/{old}")
 
 
 class CopyBatches:
     """The ``foreachBatch`` function of one flow's query (runs in the driver process)."""
 
-    def __init__(self, flow: FlowRunner[Any], spark: Any, tasks: int, directory: str) -> None:
+    def __init__(
+        self,
+        flow: FlowRunner[Any],
+        spark: Any,
+        tasks: int,
+        files: CheckpointFiles,
+        initial: Mapping[TP, int] | None = None,
+    ) -> None:
         self.flow = flow
         self.s = flow.settings
         self.spark = spark
         self.tasks = tasks
-        self.parked_log = ParkedLog(spark, directory)
+        self.files = files
+        self.initial = dict(initial) if initial is not None else None
+        """The offsets the source starts batch 0 at (``None``: not known to the driver)."""
+        self.parked_log = ParkedLog(files)
         self.owed: dict[TP, Range] | None = None  # read from the parked log at the first batch
         self.retry_at: dict[TP, float] = {}
         self.backoffs: dict[TP, Backoff] = {}
@@ -122,7 +217,7 @@ class CopyBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        planned = [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()]
+        planned = self._planned(df, batch_id)
         listed = time.monotonic()
         if self.owed is None:
             self.owed = self.parked_log.load(batch_id)
@@ -156,6 +251,18 @@ class CopyBatches:
                 listed - started,
                 max((r.seconds for r in results), default=0.0),
             )
+
+    def _planned(self, df: Any, batch_id: int) -> list[Range]:
+        """The batch's planned ranges, read from Spark's offset log without a Spark job: from
+        the previous batch's end offsets (batch 0: the initial offsets the query was started
+        with) to this batch's. When the log does not tell (a file missing), from the batch's
+        rows (a one-task Spark job)."""
+        end = batch_end_offsets(self.files, batch_id)
+        start = self.initial if batch_id == 0 else batch_end_offsets(self.files, batch_id - 1)
+        if end is not None and start is not None:
+            return batches.ranges(start, end)
+        log.info("flow %s: batch %d: planned ranges from its rows", self.s.name, batch_id)
+        return [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()]
 
     def _copy(self, work: Sequence[Range], batch_id: int) -> list[CopyResult]:
         groups = batches.pack(work, self.tasks, batches.record_bytes(self.sizes))
@@ -258,7 +365,7 @@ class StreamingQuery:
         flow.metadata.refresh_topics()
 
     def start(self, flow: FlowRunner[Any]) -> None:
-        from mirrorlib.spark.source import encode_settings
+        from mirrorlib.spark.source import INITIAL_OFFSETS_OPTION, encode_settings
 
         s = flow.settings
         directory = flow_directory(self.checkpoint_location, s)
@@ -268,7 +375,14 @@ class StreamingQuery:
             "tasks": str(self.tasks),
             "max.records.per.batch": str(self.max_records_per_batch or 0),
         }
-        self.batches = CopyBatches(flow, self.spark, self.tasks, directory)
+        files = CheckpointFiles(self.spark, directory)
+        initial = None
+        if not files.ids("commits"):
+            # A new query: its initial offsets are computed here and handed to the source, so
+            # the driver knows batch 0's start without asking Spark.
+            initial = initial_offsets(s, flow.metadata.offsets_topic_partitions)
+            options[INITIAL_OFFSETS_OPTION] = json.dumps(batches.encode_offsets(initial))
+        self.batches = CopyBatches(flow, self.spark, self.tasks, files, initial)
         writer = (
             self.spark.readStream.format("mirrorlib")
             .options(**options)

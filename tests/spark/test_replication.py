@@ -244,6 +244,42 @@ def test_backfill_stops_at_the_offsets_seen_at_start(
         assert values == [upstream[(p, o)] for o in range(copied[p])]
 
 
+def test_a_finished_backfill_ends_with_a_checkpoint_pass(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    """Checkpoints are emitted every hour here: only the final pass, when the backfill ends,
+    can translate the group's offsets with the last offset syncs."""
+    from mirrorlib.spark import SparkReplicator
+
+    a, b = two_clusters
+    a.create_topic(f"{name}.t", 2)
+    produce(a, f"{name}.t", [{"value": f"{i}".encode(), "partition": i % 2} for i in range(2000)])
+    consumed = {0: 1000, 1: 1000}  # the group read everything
+    commit_group(a, f"{name}-group", f"{name}.t", consumed)
+    cfg = spark_config(
+        two_clusters,
+        **{
+            "A->B.topics": f"{name}\\..*",
+            "A->B.groups": f"{name}-.*",
+            "A->B.emit.checkpoints.interval.seconds": "3600",
+        },
+    )
+    job = SparkReplicator(
+        cfg,
+        spark,
+        checkpoint_location=str(tmp_path / "chk"),
+        mode="backfill",
+        max_records_per_batch=500,
+    )
+    try:
+        handle = job.start()
+        assert handle.await_termination(timeout=240), "the backfill did not finish"
+    finally:
+        job.stop()
+    got = translate_offsets({"bootstrap.servers": b.bootstrap_servers}, "A", f"{name}-group")
+    assert {tp.partition: om.offset for tp, om in got.items()} == consumed
+
+
 def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
 ) -> None:

@@ -92,6 +92,18 @@ class CheckpointTask:
         # Per group: wall time (ms) of the previous read of its committed offsets, and what they
         # were then (a checkpoint whose offset changed since was committed after that read).
         self._previous_read: dict[str, tuple[int, dict[TopicPartition, int]]] = {}
+        self._pass_wanted = threading.Event()
+        self._pass_done = threading.Event()
+
+    def final_pass(self, timeout: float) -> bool:
+        """Run every task of the loop now, once: refresh the groups, emit their checkpoints
+        with every offset sync written so far, and sync group offsets (when enabled). For a
+        bounded copy that just ended (a Spark backfill), whose last offset syncs would otherwise
+        wait for the next emission, possibly never coming. ``False`` when the pass did not end
+        within ``timeout`` seconds (the task is not running, or failed)."""
+        self._pass_done.clear()
+        self._pass_wanted.set()
+        return self._pass_done.wait(timeout)
 
     def _rename(self, topic: str) -> str:
         return rename_topic(self.s.policy, self.s.source, self.s.target, topic)
@@ -176,6 +188,10 @@ class CheckpointTask:
             next_sync = now + s.sync_group_offsets_interval
             while not stop.is_set():
                 now = time.monotonic()
+                final = self._pass_wanted.is_set()
+                if final:  # everything is due now
+                    self._pass_wanted.clear()
+                    next_groups = next_emit = next_sync = now
                 if now >= next_groups:
                     self.groups = [
                         g for g in source_groups.list_groups() if s.should_replicate_group(g)
@@ -189,6 +205,8 @@ class CheckpointTask:
                 if s.sync_group_offsets_enabled and now >= next_sync:
                     self._sync_group_offsets(target_groups)
                     next_sync = now + s.sync_group_offsets_interval
+                if final:
+                    self._pass_done.set()
                 # Follow the offset syncs until the next due task: the translator stays current
                 # between emissions, so catching up before each one reads only the last moment.
                 due = min(next_groups, next_emit)

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: weight of the newest batch in a partition's average record size
 _SIZE_WEIGHT = 0.3
+#: seconds between two readings of the source's end offsets by the driver (for the lag)
+MEASURE_INTERVAL_S = 1.0
 
 
 def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
@@ -204,6 +206,8 @@ class CopyBatches:
         self.initial = dict(initial) if initial is not None else None
         """The offsets the source starts batch 0 at (``None``: not known to the driver)."""
         self.parked_log = ParkedLog(files)
+        self._view: SourceView | None = None  # the source's end offsets, for the status
+        self._measure_at = 0.0
         self.owed: dict[TP, Range] | None = None  # read from the parked log at the first batch
         self.retry_at: dict[TP, float] = {}
         self.backoffs: dict[TP, Backoff] = {}
@@ -217,7 +221,7 @@ class CopyBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        planned = self._planned(df, batch_id)
+        planned, end = self._planned(df, batch_id)
         listed = time.monotonic()
         if self.owed is None:
             self.owed = self.parked_log.load(batch_id)
@@ -235,6 +239,8 @@ class CopyBatches:
             self.parked_log.save(batch_id, owed)
         self.owed = owed
         self._store_positions(results, batch_id)
+        if end:
+            self._measure(end, owed)
         records = sum(r.records for r in results)
         self.records += records
         self.batches += 1
@@ -252,17 +258,46 @@ class CopyBatches:
                 max((r.seconds for r in results), default=0.0),
             )
 
-    def _planned(self, df: Any, batch_id: int) -> list[Range]:
-        """The batch's planned ranges, read from Spark's offset log without a Spark job: from
-        the previous batch's end offsets (batch 0: the initial offsets the query was started
-        with) to this batch's. When the log does not tell (a file missing), from the batch's
-        rows (a one-task Spark job)."""
+    def _planned(self, df: Any, batch_id: int) -> tuple[list[Range], dict[TP, int] | None]:
+        """The batch's planned ranges and end offsets, read from Spark's offset log without a
+        Spark job: from the previous batch's end offsets (batch 0: the initial offsets the query
+        was started with) to this batch's. When the log does not tell (a file missing), the
+        ranges come from the batch's rows (a one-task Spark job)."""
         end = batch_end_offsets(self.files, batch_id)
         start = self.initial if batch_id == 0 else batch_end_offsets(self.files, batch_id - 1)
         if end is not None and start is not None:
-            return batches.ranges(start, end)
+            return batches.ranges(start, end), end
         log.info("flow %s: batch %d: planned ranges from its rows", self.s.name, batch_id)
-        return [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()]
+        return [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()], end
+
+    def _measure(self, end: Mapping[TP, int], owed: Mapping[TP, Range]) -> None:
+        """The lag of every partition of the batch, not only of those it copied: a partition
+        owes nothing before the batch's end offset unless it is parked, and the source's end
+        offsets are read now (at most once per :data:`MEASURE_INTERVAL_S`)."""
+        s = self.s
+        high: dict[TP, int] = {}
+        now = time.monotonic()
+        if now >= self._measure_at:
+            self._measure_at = now + MEASURE_INTERVAL_S
+            try:
+                if self._view is None:
+                    self._view = SourceView(s, self.flow.metadata.offsets_topic_partitions)
+                _, high = self._view.watermarks(sorted(end))
+            except Exception as exc:  # only the status is late
+                log.debug("flow %s: reading the source's end offsets: %s", s.name, exc)
+        for tp, offset in end.items():
+            st = self.flow.stats.partition(
+                tp[0], tp[1], s.policy.format_remote_topic(s.source, tp[0])
+            )
+            if tp not in owed:
+                st.position = offset
+            if tp in high:
+                st.end_offset = high[tp]
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
 
     def _copy(self, work: Sequence[Range], batch_id: int) -> list[CopyResult]:
         groups = batches.pack(work, self.tasks, batches.record_bytes(self.sizes))
@@ -407,3 +442,5 @@ class StreamingQuery:
             self.query.stop()
         except Exception as exc:  # a failed query: nothing left to stop
             log.warning("flow %s: stopping the query: %s", self.name, exc)
+        if self.batches is not None:
+            self.batches.close()

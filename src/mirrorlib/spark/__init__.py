@@ -254,7 +254,6 @@ class SparkReplicator:
 
         spark.dataSource.register(MirrorDataSource)
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
-        start_workers(spark, tasks)
         flows = [
             FlowRunner(
                 s,
@@ -276,6 +275,9 @@ class SparkReplicator:
         except BaseException:
             stop_flows(flows, 10.0)
             raise
+        # while Spark plans the first batches (Python processes on the driver), the executors
+        # start the Python workers of the first copy tasks
+        start_workers(spark, tasks)
         self._handle = SparkReplication(flows)
         return self._handle
 

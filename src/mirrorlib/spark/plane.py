@@ -76,8 +76,9 @@ def _load_copier(_: Iterable[int]) -> Iterator[int]:
 
 def start_workers(spark: Any, tasks: int) -> threading.Thread:
     """Start the executors' Python workers in the background (one task per core, importing the
-    copy task's modules), while the driver prepares the flows: the first copy job then finds
-    them running (``spark.python.worker.reuse``, Spark's default, keeps them)."""
+    copy task's modules) while Spark plans the first batch: the first copy job then finds them
+    running (``spark.python.worker.reuse``, Spark's default, keeps them). Started before the
+    queries, it slowed down the Python processes Spark starts to plan them."""
 
     def run() -> None:
         sc = spark.sparkContext

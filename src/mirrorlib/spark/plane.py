@@ -2,8 +2,9 @@
 
 The query is ``spark.readStream.format("mirrorlib")`` (:mod:`mirrorlib.spark.source`: Spark
 plans each batch's offset ranges and keeps them in its checkpoint location) written with
-``foreachBatch`` (:class:`CopyBatches`, in the driver process): the batch's planned ranges,
-merged with what parked partitions still owe, are packed by pending bytes into copy tasks
+``foreachBatch`` (:class:`CopyBatches`, in the driver process): the batch's planned ranges
+(read from Spark's offset log, no Spark job), merged with what parked partitions still owe, are
+packed by pending bytes into copy tasks
 (``SparkContext.parallelize(...).mapPartitions``) that consume and produce the records
 themselves (:func:`mirrorlib.kafka.ranges.copy_ranges`) and return only small results. Spark
 schedules and retries the tasks; the batch is committed in the checkpoint once the function

@@ -151,16 +151,10 @@ class CheckpointFiles:
 
 
 def batch_end_offsets(files: CheckpointFiles, batch_id: int) -> dict[TP, int] | None:
-    """The end offsets of batch ``batch_id`` as Spark's offset log holds them
-    (``offsets/<id>``: a version line, the batch's metadata, then one line per source: ours is
-    the only one), ``None`` when the file or the line is missing."""
+    """The end offsets of batch ``batch_id`` as Spark's offset log holds them, ``None`` when
+    the file or the line is missing."""
     raw = files.read(f"offsets/{batch_id}")
-    if raw is None:
-        return None
-    lines = raw.decode("utf-8").splitlines()
-    if len(lines) < 3 or lines[2].strip() in ("", "-"):
-        return None
-    return batches.decode_offsets(json.loads(lines[2]))
+    return None if raw is None else batches.offsets_in_log(raw.decode("utf-8"))
 
 
 class ParkedLog:

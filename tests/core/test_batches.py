@@ -14,6 +14,7 @@ from mirrorlib.core.batches import (
     decode_owed,
     encode_offsets,
     encode_owed,
+    offsets_in_log,
     pack,
     ranges,
     record_bytes,
@@ -175,3 +176,12 @@ def test_owed_round_trip() -> None:
     assert encoded == [["a", 0, 0, 3], ["b", 1, 5, 9]]
     assert decode_owed(json.loads(json.dumps(encoded))) == owed
     assert decode_owed(None) == {}
+
+
+def test_offsets_in_a_file_of_sparks_offset_log() -> None:
+    metadata = '{"batchWatermarkMs":0,"batchTimestampMs":1795396525364,"conf":{}}'
+    text = f'v1\n{metadata}\n{{"heartbeats": {{"0": 39}}, "t": {{"0": 996, "1": 997}}}}'
+    assert offsets_in_log(text) == {("heartbeats", 0): 39, ("t", 0): 996, ("t", 1): 997}
+    assert offsets_in_log(f"v1\n{metadata}\n-") is None  # the source had no offset
+    assert offsets_in_log(f"v1\n{metadata}") is None
+    assert offsets_in_log("") is None

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import javaproperties
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 
 from mirrorlib import CodecError, MirrorConfig, OffsetSync, translate_offsets
+from mirrorlib.cli import main as cli_main
 from mirrorlib.core.syncs import lineage_from_headers
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import (
@@ -229,14 +232,74 @@ def test_backfill_stops_at_the_offsets_seen_at_start(
     assert sum(copied.values()) >= 3000
     assert all(copied[p] <= source[p] for p in source)
     assert sum(source.values()) > sum(copied.values())  # newer records were left alone
-    batches = [p for p in handle.queries["A->B"].recentProgress if p["numInputRows"] > 0]
+    sources = [p["sources"][0] for p in handle.queries["A->B"].recentProgress]
+    batches = [src for src in sources if src["startOffset"] != src["endOffset"]]
     assert len(batches) >= 3  # ReadMaxRows(1000) split the backlog
+    # Spark's progress shows the lag: the source's end offsets (pinned by the backfill) against
+    # the batch's; none is left after the last batch
+    assert batches[0]["latestOffset"] != batches[0]["endOffset"]
+    assert sources[-1]["latestOffset"] == sources[-1]["endOffset"]
     # what was copied is an exact prefix of every partition
     got = read_all(b, f"A.{name}.t")
     upstream = {(m.partition(), m.offset()): m.value() for m in read_all(a, f"{name}.t")}
     for p in copied:
         values = [m.value() for m in sorted(got, key=lambda m: m.offset()) if m.partition() == p]
         assert values == [upstream[(p, o)] for o in range(copied[p])]
+
+
+def test_a_finished_backfill_ends_with_a_checkpoint_pass_and_no_lag(
+    two_clusters: ClusterSet,
+    spark: Any,
+    tmp_path: Path,
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Checkpoints are emitted every hour here: only the final pass, when the backfill ends,
+    can translate the group's offsets with the last offset syncs."""
+    from mirrorlib.spark import SparkReplicator
+
+    a, b = two_clusters
+    a.create_topic(f"{name}.t", 2)
+    produce(a, f"{name}.t", [{"value": f"{i}".encode(), "partition": i % 2} for i in range(2000)])
+    consumed = {0: 1000, 1: 1000}  # the group read everything
+    commit_group(a, f"{name}-group", f"{name}.t", consumed)
+    a.create_topic(f"{name}.idle", 2)
+    props = mm2_properties(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": f"{name}\\..*",
+            "A->B.groups": f"{name}-.*",
+            "A->B.emit.checkpoints.interval.seconds": "3600",
+        },
+    )
+    cfg = MirrorConfig.from_properties(props)
+    job = SparkReplicator(
+        cfg,
+        spark,
+        checkpoint_location=str(tmp_path / "chk"),
+        mode="backfill",
+        max_records_per_batch=500,
+    )
+    try:
+        handle = job.start()
+        assert handle.await_termination(timeout=240), "the backfill did not finish"
+    finally:
+        job.stop()
+    got = translate_offsets({"bootstrap.servers": b.bootstrap_servers}, "A", f"{name}-group")
+    assert {tp.partition: om.offset for tp, om in got.items()} == consumed
+    # the lag: none left, the empty topic's partitions included (known, not unknown)
+    partitions = [p for p in handle.status()[0].partitions if p.topic.startswith(name)]
+    lags = {(p.topic, p.partition): (p.lag_records, p.lag_seconds) for p in partitions}
+    tps = [(f"{name}.{t}", p) for t in ("idle", "t") for p in (0, 1)]
+    assert lags == dict.fromkeys(tps, (0, 0.0))
+    # mirrorlib status reads the positions the driver stored on B
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    assert cli_main(["status", str(path), "--json", "--timeout", "10"]) in (0, 1)
+    flow = json.loads(capsys.readouterr().out)["flows"][0]
+    copied = {(p["topic"], p["partition"]): p["lag_records"] for p in flow["partitions"]}
+    assert {tp: copied.get(tp) for tp in tps[2:]} == dict.fromkeys(tps[2:], 0)
 
 
 def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(

@@ -21,6 +21,7 @@ No Spark and no Kafka client here, so everything is unit-tested directly.
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "decode_owed",
     "encode_offsets",
     "encode_owed",
+    "offsets_in_log",
     "pack",
     "ranges",
     "record_bytes",
@@ -76,6 +78,17 @@ def decode_offsets(raw: Mapping[str, Any] | None) -> dict[TP, int]:
 def encode_owed(owed: Mapping[TP, Range]) -> list[list[Any]]:
     """What parked partitions owe, JSON-ready: ``[[topic, partition, start, end], ...]``."""
     return [[r.topic, r.partition, r.start, r.end] for _, r in sorted(owed.items())]
+
+
+def offsets_in_log(text: str) -> dict[TP, int] | None:
+    """The offsets of the mirrorlib source in one file of Spark's offset log
+    (``<checkpoint>/offsets/<batch id>``: a version line, the batch's metadata, then one line per
+    source of the query, ``-`` for none; a mirrorlib query has one source), ``None`` when the
+    file holds none."""
+    lines = text.splitlines()
+    if len(lines) < 3 or not lines[0].startswith("v") or lines[2].strip() in ("", "-"):
+        return None
+    return decode_offsets(json.loads(lines[2]))
 
 
 def decode_owed(raw: Iterable[Sequence[Any]] | None) -> dict[TP, Range]:

@@ -143,6 +143,18 @@ class CheckpointTask:
         # Next offset to read per partition of the offset-syncs topic and __consumer_offsets.
         self._syncs_next: dict[int, int] = {}
         self._commits_next: dict[int, int] = {}
+        self._pass_wanted = threading.Event()
+        self._pass_done = threading.Event()
+
+    def final_pass(self, timeout: float) -> bool:
+        """Run every task of the loop now, once: refresh the groups, emit their checkpoints
+        with every offset sync written so far, and sync group offsets (when enabled). For a
+        bounded copy that just ended (a Spark backfill), whose last offset syncs would otherwise
+        wait for the next emission, possibly never coming. ``False`` when the pass did not end
+        within ``timeout`` seconds (the task is not running, or failed)."""
+        self._pass_done.clear()
+        self._pass_wanted.set()
+        return self._pass_done.wait(timeout)
 
     def _rename(self, topic: str) -> str:
         return rename_topic(self.s.policy, self.s.source, self.s.target, topic)
@@ -306,6 +318,15 @@ class CheckpointTask:
         catch_up = self._catch_up(syncs_log)
         while not stop.is_set():
             now = time.monotonic()
+            final = self._pass_wanted.is_set()
+            if final:  # everything is due now, with every commit read so far
+                self._pass_wanted.clear()
+                next_groups = next_emit = next_sync = now
+                if commits_log is not None:
+                    commits_log.read_to_end(
+                        self._commit_handler, timeout=max(s.admin_timeout, 60.0),
+                        batch=_SYNC_BATCH,
+                    )  # fmt: skip
             if commits_log is None and now >= next_groups:
                 self.groups = [
                     g for g in source_groups.list_groups() if s.should_replicate_group(g)
@@ -321,6 +342,8 @@ class CheckpointTask:
             if s.sync_group_offsets_enabled and now >= next_sync:
                 self.sync_group_offsets(target_groups)
                 next_sync = now + s.sync_group_offsets_interval
+            if final:
+                self._pass_done.set()
             producer.poll(0)
             # Follow the syncs (and the commits) until the next due task; no wait while behind.
             due = min(next_emit, next_sync if s.sync_group_offsets_enabled else next_emit)

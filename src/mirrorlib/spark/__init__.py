@@ -44,7 +44,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner, stop_flows
-from mirrorlib.spark.plane import StreamingQuery, flow_directory
+from mirrorlib.spark.plane import StreamingQuery, flow_directory, start_workers
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_BATCH",
@@ -106,12 +106,31 @@ class SparkReplication:
                 ended = left > 0 and query.awaitTermination(max(left, 0.001))
                 if not ended and query.isActive:
                     return False
+        failures = [e for e in (q.exception() for q in self.queries.values()) if e is not None]
+        if not failures:
+            self._final_checkpoints()
         self._stop_flows(30.0)
-        for query in self.queries.values():
-            exc = query.exception()
-            if exc is not None:
-                raise exc
+        if failures:
+            raise failures[0]
         return True
+
+    def _final_checkpoints(self) -> None:
+        """Every query ended by itself (a backfill finished): one last checkpoint pass per
+        flow, so checkpoints and group offsets cover the last records copied (the driver threads
+        stop next). Skipped once :meth:`stop` was called."""
+        for flow in self._flows:
+            task = flow.checkpoints
+            if task is None or self._stopped:
+                continue
+            timeout = max(flow.settings.admin_timeout, 30.0)
+            if task.final_pass(timeout):
+                log.info("flow %s: final checkpoint pass done", flow.settings.name)
+            else:
+                log.warning(
+                    "flow %s: the final checkpoint pass did not end within %.0fs",
+                    flow.settings.name,
+                    timeout,
+                )
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every query (an unfinished batch is replayed on restart) and the driver-side
@@ -256,6 +275,9 @@ class SparkReplicator:
         except BaseException:
             stop_flows(flows, 10.0)
             raise
+        # while Spark plans the first batches (Python processes on the driver), the executors
+        # start the Python workers of the first copy tasks
+        start_workers(spark, tasks)
         self._handle = SparkReplication(flows)
         return self._handle
 

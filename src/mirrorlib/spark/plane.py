@@ -2,8 +2,9 @@
 
 The query is ``spark.readStream.format("mirrorlib")`` (:mod:`mirrorlib.spark.source`: Spark
 plans each batch's offset ranges and keeps them in its checkpoint location) written with
-``foreachBatch`` (:class:`CopyBatches`, in the driver process): the batch's planned ranges,
-merged with what parked partitions still owe, are packed by pending bytes into copy tasks
+``foreachBatch`` (:class:`CopyBatches`, in the driver process): the batch's planned ranges
+(read from Spark's offset log, no Spark job), merged with what parked partitions still owe, are
+packed by pending bytes into copy tasks
 (``SparkContext.parallelize(...).mapPartitions``) that consume and produce the records
 themselves (:func:`mirrorlib.kafka.ranges.copy_ranges`) and return only small results. Spark
 schedules and retries the tasks; the batch is committed in the checkpoint once the function
@@ -17,9 +18,11 @@ before the batch commits (so a driver restart owes it too), and copied again aft
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +32,13 @@ from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka.ranges import CopyResult, PartitionResult, copy_ranges, store_positions
+from mirrorlib.kafka.ranges import (
+    CopyResult,
+    PartitionResult,
+    SourceView,
+    copy_ranges,
+    store_positions,
+)
 
 if TYPE_CHECKING:
     from mirrorlib.runtime.flow import FlowRunner
@@ -40,11 +49,54 @@ log = logging.getLogger(__name__)
 
 #: weight of the newest batch in a partition's average record size
 _SIZE_WEIGHT = 0.3
+#: seconds between two readings of the source's end offsets by the driver (for the lag)
+MEASURE_INTERVAL_S = 1.0
 
 
 def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
     """The Spark checkpoint directory of one flow under ``checkpoint_location``."""
     return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
+
+
+def initial_offsets(settings: FlowSettings, offsets_topic_partitions: int) -> dict[TP, int]:
+    """Where a new query starts each copyable partition (see
+    :meth:`~mirrorlib.kafka.ranges.SourceView.starting_offsets`)."""
+    view = SourceView(settings, offsets_topic_partitions)
+    try:
+        return view.starting_offsets(view.partitions())
+    finally:
+        view.close()
+
+
+def _load_copier(_: Iterable[int]) -> Iterator[int]:
+    """The body of a warm-up task: import the copy task's modules in the Python worker."""
+    import mirrorlib.kafka.ranges  # noqa: F401
+
+    yield 0
+
+
+def start_workers(spark: Any, tasks: int) -> threading.Thread:
+    """Start the executors' Python workers in the background (one task per core, importing the
+    copy task's modules) while Spark plans the first batch: the first copy job then finds them
+    running (``spark.python.worker.reuse``, Spark's default, keeps them). Started before the
+    queries, it slowed down the Python processes Spark starts to plan them."""
+
+    def run() -> None:
+        sc = spark.sparkContext
+        started = time.monotonic()
+        try:
+            sc.setJobDescription("mirrorlib: start the Python workers")
+            sc.parallelize(range(tasks), tasks).mapPartitions(_load_copier).collect()
+            log.info("Python workers started in %.2fs", time.monotonic() - started)
+        except Exception as exc:  # only a head start: the copy job starts them anyway
+            log.debug("starting the Python workers: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                sc.setJobDescription(None)
+
+    thread = threading.Thread(target=run, name="mirrorlib-spark-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def copy_task(
@@ -58,57 +110,100 @@ def copy_task(
         yield copy_ranges(settings, work, max_bytes=max_bytes, budgets=budgets)
 
 
-class ParkedLog:
-    """What parked partitions owe, after each batch, in the flow's checkpoint directory (any
-    Hadoop file system, through the driver's JVM): ``mirrorlib-parked/<batch id>``, JSON. The
-    state before batch ``N`` is the newest file with an id below ``N`` (a file of a batch that
-    did not commit is ignored when Spark runs that batch again)."""
+class CheckpointFiles:
+    """Small files in a flow's Spark checkpoint directory (any Hadoop file system), read and
+    written through the driver's JVM."""
 
     def __init__(self, spark: Any, directory: str) -> None:
         jvm = spark._jvm
         self._path = jvm.org.apache.hadoop.fs.Path
-        self._dir = self._path(f"{directory.rstrip('/')}/mirrorlib-parked")
-        self._fs = self._dir.getFileSystem(spark._jsc.hadoopConfiguration())
+        self._root = self._path(directory.rstrip("/"))
+        self._fs = self._root.getFileSystem(spark._jsc.hadoopConfiguration())
         self._io = jvm.org.apache.commons.io.IOUtils
 
-    def _ids(self) -> list[int]:
-        if not self._fs.exists(self._dir):
+    def ids(self, folder: str) -> list[int]:
+        """The numeric file names in ``folder`` (batch ids), sorted."""
+        path = self._path(self._root, folder)
+        if not self._fs.exists(path):
             return []
-        names = [st.getPath().getName() for st in self._fs.listStatus(self._dir)]
+        names = [st.getPath().getName() for st in self._fs.listStatus(path)]
         return sorted(int(n) for n in names if n.isdigit())
 
-    def load(self, batch_id: int) -> dict[TP, Range]:
-        ids = [i for i in self._ids() if i < batch_id]
-        if not ids:
-            return {}
-        stream = self._fs.open(self._path(self._dir, str(ids[-1])))
+    def read(self, name: str) -> bytes | None:
+        path = self._path(self._root, name)
+        if not self._fs.exists(path):
+            return None
+        stream = self._fs.open(path)
         try:
-            raw = bytes(self._io.toByteArray(stream))
+            return bytes(self._io.toByteArray(stream))
         finally:
             stream.close()
-        return batches.decode_owed(json.loads(raw.decode("utf-8")))
 
-    def save(self, batch_id: int, owed: Mapping[TP, Range]) -> None:
-        data = json.dumps(batches.encode_owed(owed)).encode("utf-8")
-        out = self._fs.create(self._path(self._dir, str(batch_id)), True)
+    def write(self, name: str, data: bytes) -> None:
+        out = self._fs.create(self._path(self._root, name), True)
         try:
             out.write(bytearray(data))
         finally:
             out.close()
-        for old in self._ids():
+
+    def delete(self, name: str) -> None:
+        self._fs.delete(self._path(self._root, name), False)
+
+
+def batch_end_offsets(files: CheckpointFiles, batch_id: int) -> dict[TP, int] | None:
+    """The end offsets of batch ``batch_id`` as Spark's offset log holds them, ``None`` when
+    the file or the line is missing."""
+    raw = files.read(f"offsets/{batch_id}")
+    return None if raw is None else batches.offsets_in_log(raw.decode("utf-8"))
+
+
+class ParkedLog:
+    """What parked partitions owe, after each batch, in the flow's checkpoint directory:
+    ``mirrorlib-parked/<batch id>``, JSON. The state before batch ``N`` is the newest file with
+    an id below ``N`` (a file of a batch that did not commit is ignored when Spark runs that
+    batch again)."""
+
+    FOLDER = "mirrorlib-parked"
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self.files = files
+
+    def load(self, batch_id: int) -> dict[TP, Range]:
+        ids = [i for i in self.files.ids(self.FOLDER) if i < batch_id]
+        raw = self.files.read(f"{self.FOLDER}/{ids[-1]}") if ids else None
+        if raw is None:
+            return {}
+        return batches.decode_owed(json.loads(raw.decode("utf-8")))
+
+    def save(self, batch_id: int, owed: Mapping[TP, Range]) -> None:
+        data = json.dumps(batches.encode_owed(owed)).encode("utf-8")
+        self.files.write(f"{self.FOLDER}/{batch_id}", data)
+        for old in self.files.ids(self.FOLDER):
             if old < batch_id - 1:
-                self._fs.delete(self._path(self._dir, str(old)), False)
+                self.files.delete(f"{self.FOLDER}/{old}")
 
 
 class CopyBatches:
     """The ``foreachBatch`` function of one flow's query (runs in the driver process)."""
 
-    def __init__(self, flow: FlowRunner[Any], spark: Any, tasks: int, directory: str) -> None:
+    def __init__(
+        self,
+        flow: FlowRunner[Any],
+        spark: Any,
+        tasks: int,
+        files: CheckpointFiles,
+        initial: Mapping[TP, int] | None = None,
+    ) -> None:
         self.flow = flow
         self.s = flow.settings
         self.spark = spark
         self.tasks = tasks
-        self.parked_log = ParkedLog(spark, directory)
+        self.files = files
+        self.initial = dict(initial) if initial is not None else None
+        """The offsets the source starts batch 0 at (``None``: not known to the driver)."""
+        self.parked_log = ParkedLog(files)
+        self._view: SourceView | None = None  # the source's end offsets, for the status
+        self._measure_at = 0.0
         self.owed: dict[TP, Range] | None = None  # read from the parked log at the first batch
         self.retry_at: dict[TP, float] = {}
         self.backoffs: dict[TP, Backoff] = {}
@@ -122,7 +217,7 @@ class CopyBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        planned = [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()]
+        planned, end = self._planned(df, batch_id)
         listed = time.monotonic()
         if self.owed is None:
             self.owed = self.parked_log.load(batch_id)
@@ -140,6 +235,8 @@ class CopyBatches:
             self.parked_log.save(batch_id, owed)
         self.owed = owed
         self._store_positions(results, batch_id)
+        if end:
+            self._measure(end, owed)
         records = sum(r.records for r in results)
         self.records += records
         self.batches += 1
@@ -156,6 +253,47 @@ class CopyBatches:
                 listed - started,
                 max((r.seconds for r in results), default=0.0),
             )
+
+    def _planned(self, df: Any, batch_id: int) -> tuple[list[Range], dict[TP, int] | None]:
+        """The batch's planned ranges and end offsets, read from Spark's offset log without a
+        Spark job: from the previous batch's end offsets (batch 0: the initial offsets the query
+        was started with) to this batch's. When the log does not tell (a file missing), the
+        ranges come from the batch's rows (a one-task Spark job)."""
+        end = batch_end_offsets(self.files, batch_id)
+        start = self.initial if batch_id == 0 else batch_end_offsets(self.files, batch_id - 1)
+        if end is not None and start is not None:
+            return batches.ranges(start, end), end
+        log.info("flow %s: batch %d: planned ranges from its rows", self.s.name, batch_id)
+        return [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()], end
+
+    def _measure(self, end: Mapping[TP, int], owed: Mapping[TP, Range]) -> None:
+        """The lag of every partition of the batch, not only of those it copied: a partition
+        owes nothing before the batch's end offset unless it is parked, and the source's end
+        offsets are read now (at most once per :data:`MEASURE_INTERVAL_S`)."""
+        s = self.s
+        high: dict[TP, int] = {}
+        now = time.monotonic()
+        if now >= self._measure_at:
+            self._measure_at = now + MEASURE_INTERVAL_S
+            try:
+                if self._view is None:
+                    self._view = SourceView(s, self.flow.metadata.offsets_topic_partitions)
+                _, high = self._view.watermarks(sorted(end))
+            except Exception as exc:  # only the status is late
+                log.debug("flow %s: reading the source's end offsets: %s", s.name, exc)
+        for tp, offset in end.items():
+            st = self.flow.stats.partition(
+                tp[0], tp[1], s.policy.format_remote_topic(s.source, tp[0])
+            )
+            if tp not in owed:
+                st.position = offset
+            if tp in high:
+                st.end_offset = high[tp]
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
 
     def _copy(self, work: Sequence[Range], batch_id: int) -> list[CopyResult]:
         groups = batches.pack(work, self.tasks, batches.record_bytes(self.sizes))
@@ -258,7 +396,7 @@ class StreamingQuery:
         flow.metadata.refresh_topics()
 
     def start(self, flow: FlowRunner[Any]) -> None:
-        from mirrorlib.spark.source import encode_settings
+        from mirrorlib.spark.source import INITIAL_OFFSETS_OPTION, encode_settings
 
         s = flow.settings
         directory = flow_directory(self.checkpoint_location, s)
@@ -268,7 +406,14 @@ class StreamingQuery:
             "tasks": str(self.tasks),
             "max.records.per.batch": str(self.max_records_per_batch or 0),
         }
-        self.batches = CopyBatches(flow, self.spark, self.tasks, directory)
+        files = CheckpointFiles(self.spark, directory)
+        initial = None
+        if not files.ids("commits"):
+            # A new query: its initial offsets are computed here and handed to the source, so
+            # the driver knows batch 0's start without asking Spark.
+            initial = initial_offsets(s, flow.metadata.offsets_topic_partitions)
+            options[INITIAL_OFFSETS_OPTION] = json.dumps(batches.encode_offsets(initial))
+        self.batches = CopyBatches(flow, self.spark, self.tasks, files, initial)
         writer = (
             self.spark.readStream.format("mirrorlib")
             .options(**options)
@@ -293,3 +438,5 @@ class StreamingQuery:
             self.query.stop()
         except Exception as exc:  # a failed query: nothing left to stop
             log.warning("flow %s: stopping the query: %s", self.name, exc)
+        if self.batches is not None:
+            self.batches.close()

@@ -10,17 +10,19 @@ Where each piece runs (see ``docs/spark.md``):
 
 * :class:`MirrorStreamReader` ``initialOffset`` / ``latestOffset`` / ``partitions``: one
   long-lived Python process on the driver per query (holds admin clients between batches);
-* :meth:`MirrorStreamReader.read`: one small task per batch that turns the planned ranges into
-  rows (no Kafka I/O).
+* :meth:`MirrorStreamReader.read`: only when the driver cannot read a batch's planned ranges
+  from Spark's offset log (one small task, no Kafka I/O).
 
 Options (strings): ``flow.secret`` (the pickled :class:`~mirrorlib.core.settings.FlowSettings`,
 base64; named so that Spark redacts it from plans and the UI), ``offsets.partitions``,
-``tasks``, ``max.records.per.batch``.
+``tasks``, ``max.records.per.batch``, ``initial.offsets`` (where a new query starts, JSON;
+computed by the driver).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import pickle
 from collections.abc import Iterator, Mapping, Sequence
@@ -68,6 +70,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SETTINGS_OPTION = "flow.secret"
+#: The offsets a new query starts at (JSON, as in the checkpoint), computed by the driver so that
+#: it knows batch 0's planned ranges; without it the source computes them.
+INITIAL_OFFSETS_OPTION = "initial.offsets"
 
 #: The rows of a mirrorlib source: the planned range ``[startOffset, endOffset)`` of each source
 #: partition with records to copy in the batch.
@@ -134,6 +139,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._view: SourceView | None = None
         self._pinned: dict[batches.TP, int] | None = None  # AvailableNow: offsets seen at start
         self._last: dict[batches.TP, int] | None = None
+        self._latest: dict[batches.TP, int] = {}  # the end offsets seen by latestOffset
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -149,8 +155,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- offsets (driver) --------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        tps = self.view.partitions()
-        start = self.view.starting_offsets(tps)
+        given = self.options.get(INITIAL_OFFSETS_OPTION)
+        if given:
+            start = batches.decode_offsets(json.loads(given))
+        else:
+            start = self.view.starting_offsets(self.view.partitions())
         log.info("flow %s: initial offsets for %d partitions", self.settings.name, len(start))
         self._last = start
         return batches.encode_offsets(start)
@@ -193,10 +202,14 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             budget = self.max_records  # Spark < 4.2 calls latestOffset() without a limit
         end = batches.allot(begin, available, budget, self.tasks)
         self._last = end
+        self._latest = available
         return batches.encode_offsets(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return None
+        """The source's end offsets seen when the batch was planned (Spark's progress shows
+        them as the source's ``latestOffset``: minus ``endOffset``, the records of lag each
+        partition has after the batch)."""
+        return batches.encode_offsets(self._latest) if self._latest else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """One partition holding every planned range: the driver packs them into copy tasks

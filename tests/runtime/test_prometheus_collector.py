@@ -134,3 +134,50 @@ def test_the_metrics_endpoint_serves_the_exposition() -> None:
         server.shutdown()
         server.server_close()
     assert 'mirrorlib_flow_up{source="A",target="B"} 1.0' in text
+
+
+class CountedFlows:
+    """Stands in for a Replicator read incrementally (``flow_stats``); ``flow_metrics`` answers
+    for the same moment ``now`` (rates and stalls depend on it)."""
+
+    def __init__(self, *registries: StatsRegistry) -> None:
+        self.registries = list(registries)
+        self.now = 0.0
+
+    def flow_stats(self) -> list[StatsRegistry]:
+        return self.registries
+
+    def flow_metrics(self) -> list[tuple[Any, list[Family]]]:
+        return [stats.scrape(self.now) for stats in self.registries]
+
+
+def test_an_incremental_scrape_writes_what_prometheus_client_writes() -> None:
+    import time
+
+    flows = CountedFlows(busy_flow(), flow("B", "A"))
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(ReplicatorCollector(flows))
+    exposition = Exposition(flows)
+
+    def same() -> None:
+        flows.now = time.monotonic()
+        assert exposition.render(flows.now).decode() == (
+            prometheus_client.generate_latest(registry).decode()
+        )
+
+    same()
+    same()  # nothing changed
+    busy, other = flows.registries
+    other.partition("orders", 0, "B.orders").record_count += 5
+    busy.partition("t1", 1, "A.t1").position = 10  # caught up: no longer stalled
+    busy.partition("t2", 2, "A.t2").latency.record(3.0)
+    same()
+    busy.partition("t5", 0, "A.t5").end_offset = 4  # a new partition in a new topic
+    busy.drop_partition("t0", 0)
+    busy.checkpoints_emitted += 1
+    same()
+    busy.partition("t0", 0, "A.t0").record_count = 1  # back again: written after the others
+    flows.registries.append(flow("C", "A"))
+    same()
+    flows.registries.pop(0)
+    same()

@@ -13,6 +13,10 @@ What is measured, at each size P (partitions):
 * **metadata refresh** — ``MetadataTask.refresh_topics`` with P single-partition source topics:
   the first cycle (creates every remote topic), a cycle with nothing changed, a cycle with one
   new topic (CPU-s, round trips);
+* **topic config sync** — ``MetadataTask.sync_topic_configs`` over P source topics whose remote
+  topics exist (every tenth with an override): a cycle comparing every remote topic (the first,
+  then every ``CONFIGS_FULL_EVERY``-th), one with nothing changed, one where one topic's configs
+  changed (CPU-s, round trips);
 * **checkpoint cycle** — ``CheckpointTask._emit`` for P/10 groups x 20 partitions (10,000 x 20
   at P = 100k) over 200 partitions with 1,000 offset syncs each: a cycle where every offset
   changed and one where none did (CPU-s, round trips), then group offset sync
@@ -110,6 +114,35 @@ def bench_metadata(size: int) -> dict[str, Any]:
         before = trips()
         seconds, ok = cpu(task.refresh_topics)
         out[name] = {"cpu_s": round(seconds, 4), "round_trips": trips() - before, "ok": ok}
+    return out
+
+
+def bench_configs(size: int) -> dict[str, Any]:
+    """``MetadataTask.sync_topic_configs`` over P source topics whose remote topics exist."""
+    source = FakeAdminClient({f"topic-{i}": 1 for i in range(size)})
+    target = FakeAdminClient({f"A.topic-{i}": 1 for i in range(size)})
+    for i in range(0, size, 10):  # every tenth topic has an override, already synced
+        source.overrides[f"topic-{i}"] = {"retention.ms": "86400000"}
+        target.overrides[f"A.topic-{i}"] = {"retention.ms": "86400000"}
+    admins = (ClusterAdmin(alias="A", client=source), ClusterAdmin(alias="B", client=target))
+    task = MetadataTask(
+        settings(), TopicCatalog(), StatsRegistry("A", "B"), connect=lambda _s: admins
+    )
+
+    def trips() -> int:
+        return source.round_trips + target.round_trips
+
+    def change_one() -> None:
+        source.overrides["topic-1"] = {"retention.ms": "1000"}
+
+    out: dict[str, Any] = {}
+    for name, change in (("full", None), ("unchanged", None), ("one_changed", change_one)):
+        if change is not None:
+            change()
+        before = trips()
+        seconds, _ = cpu(task.sync_topic_configs)
+        out[name] = {"cpu_s": round(seconds, 4), "round_trips": trips() - before}
+    assert target.overrides["A.topic-1"] == {"retention.ms": "1000"}
     return out
 
 
@@ -422,6 +455,20 @@ def markdown(results: dict[str, Any]) -> str:
         lambda r: f"{r['one_new_topic']['cpu_s']} / {r['one_new_topic']['round_trips']}",
     )
     row(
+        "topic config sync, every remote compared (first, then every 10th cycle) — CPU-s / "
+        "round trips",
+        "configs",
+        lambda r: f"{r['full']['cpu_s']} / {r['full']['round_trips']}",
+    )
+    row(
+        "topic config sync, nothing changed / one topic's configs changed",
+        "configs",
+        lambda r: (
+            f"{r['unchanged']['cpu_s']} / {r['unchanged']['round_trips']}; "
+            f"{r['one_changed']['cpu_s']} / {r['one_changed']['round_trips']}"
+        ),
+    )
+    row(
         "checkpoint cycle (groups x 20), all offsets changed — CPU-s / round trips",
         "checkpoints",
         lambda r: (
@@ -496,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, fn in (
         ("metadata", bench_metadata),
+        ("configs", bench_configs),
         ("checkpoints", bench_checkpoints),
         ("translator", bench_translator),
         ("scrape", bench_scrape),

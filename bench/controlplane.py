@@ -514,15 +514,16 @@ def markdown(results: dict[str, Any]) -> str:
         lambda r: f"{r['peak_mib']} ({r['cpu_s']} CPU-s)",
     )
     intake = results.get("intake")
-    if intake is None:
-        return "\n".join(rows) + "\n"
-    return (
+    text = (
         f"Control plane, {results['when']} (commit {results['commit']}; CPU-s of this process, "
-        f"fakes answer at once; machine shared, timings noisy)\n\n"
-        + "\n".join(rows)
-        + f"\n\nOffset-sync intake (`_on_sync`: decode + translator): {intake['syncs_per_s']:,} "
-        f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
+        f"fakes answer at once; machine shared, timings noisy)\n\n" + "\n".join(rows) + "\n"
     )
+    if intake is not None:
+        text += (
+            f"\nOffset-sync intake (`_on_sync`: decode + translator): {intake['syncs_per_s']:,} "
+            f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -530,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,100000", help="partition counts")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
-        "--only", default="", help="comma-separated parts to run (e.g. scrape,configs); all if empty"
+        "--only",
+        default="",
+        help="comma-separated parts to run (e.g. scrape,configs); all if empty",
     )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -11,9 +11,11 @@ metric it maps to; the table is in ``docs/replicator.md``), prefixed ``mirrorlib
 there are also ``mirrorlib_flow_up`` (1 while a flow is starting, running, degraded or stalled;
 0 when failed or stopped) and ``mirrorlib_flow_errors``.
 
-Scrape cost: a collector builds the metric families from the flows' counters at scrape time, in
-one pass over the partitions; nothing is created per partition between scrapes, and histograms
-are per remote topic, not per partition.
+Scrape cost: :class:`Exposition` (what :func:`start_http_server` serves) keeps the text of every
+sample between scrapes and writes again only the samples that changed, read through each flow's
+:class:`~mirrorlib.core.status.MetricsCursor`; :class:`ReplicatorCollector` (for a
+prometheus-client registry) builds the families from the flows' counters in one pass over the
+partitions. Histograms are per remote topic, not per partition.
 """
 
 from __future__ import annotations
@@ -324,8 +326,8 @@ def start_http_server(
     """Serve ``/metrics`` for ``replicator`` on ``addr:port`` in a background thread.
 
     Returns the server (call ``.shutdown()`` to stop it). Without ``registry`` the replicator's
-    metrics are written by :class:`Exposition` (a scrape of 100,000 partitions costs tenths of
-    a second); with one, the replicator's collector is registered in it and the whole registry
+    metrics are written by :class:`Exposition` (a scrape writes again only what changed: about
+    0.15 CPU-s for 100,000 idle partitions, seconds when all of them moved); with one, the replicator's collector is registered in it and the whole registry
     is served by prometheus-client.
     """
     prometheus_client = _require()

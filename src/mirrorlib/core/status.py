@@ -816,38 +816,26 @@ class StatsRegistry:
         rates = self._rates(now)
         with self._lock:
             histograms = dict(self._topic_histograms)
-        records: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        nbytes: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lost: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lag: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lag_s: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        stalled: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        samples: dict[str, list[tuple[tuple[str, ...], float | HistogramValue]]] = {
+            name: [] for name in _PER_PARTITION
+        }
+        columns = [samples[name] for name in _PER_PARTITION]
         topic_rates: dict[str, list[float]] = {}
         no_rate = (0.0, 0.0)
         for r in rows:
             s = r.stats
             labels = (*flow, s.remote_topic, str(r.partition))
-            records.append((labels, float(s.record_count)))
-            nbytes.append((labels, float(s.byte_count)))
-            lost.append((labels, float(s.lost_records)))
-            if r.lag_records is not None:
-                lag.append((labels, float(r.lag_records)))
-            if r.lag_seconds is not None:
-                lag_s.append((labels, r.lag_seconds))
-            stalled.append((labels, 1.0 if r.stalled else 0.0))
+            for column, value in zip(columns, _partition_values(r), strict=True):
+                if value is not None:  # unknown: no sample
+                    column.append((labels, value))
             record_rate, byte_rate = rates.get((r.topic, r.partition), no_rate)
             acc = topic_rates.get(s.remote_topic)
             if acc is None:
                 acc = topic_rates[s.remote_topic] = [0.0, 0.0]
             acc[0] += record_rate
             acc[1] += byte_rate
-        per_partition = {
-            "records_total": records, "bytes_total": nbytes, "lost_records_total": lost,
-            "replication_lag_records": lag, "replication_lag_seconds": lag_s,
-            "partition_stalled": stalled,
-        }  # fmt: skip
-        for name, samples in per_partition.items():
-            yield Family(_SPEC[name], tuple(samples))
+        for name, column in samples.items():
+            yield Family(_SPEC[name], tuple(column))
         yield Family(
             _SPEC["record_rate"], tuple(((*flow, t), r[0]) for t, r in sorted(topic_rates.items()))
         )

@@ -77,10 +77,11 @@ def flow_properties(
     cid: str, a: BaseCluster, b: BaseCluster, src: str, tgt: str, pattern: str
 ) -> dict[str, str]:
     extra: dict[str, str] = {}
-    if cid == stats.MM2_TUNED:
+    engine = stats.ENGINE.get(cid, cid)
+    if engine == stats.MM2_TUNED:
         extra.update({f"{tgt}.{k}": v for k, v in MM2_SAME_AS_MIRRORLIB.items()})
         extra[f"{src}.consumer.max.poll.records"] = "10000"  # mirrorlib consumes 10000 per batch
-    if cid in (stats.MM2_TUNED, stats.MM2_DEFAULTS):
+    if engine in (stats.MM2_TUNED, stats.MM2_DEFAULTS):
         extra.update({f"{tgt}.{k}": v for k, v in MM2_HARNESS.items()})
     return mm2_properties(
         {src: a.java_client_config(), tgt: b.java_client_config()},
@@ -89,7 +90,7 @@ def flow_properties(
         groups=pattern,
         interval_seconds=1,
         offset_flush_interval_ms=1000,
-        tasks_max=1,
+        tasks_max=stats.TASKS_MAX.get(cid, 1),
         extra=extra,
     )
 
@@ -300,6 +301,9 @@ def make(cid: str, index: int, work: Path) -> Contender:
         stats.MM2_TUNED: MM2,
         stats.MM2_DEFAULTS: MM2,
         stats.MIRRORLIB: Mirrorlib,
+        stats.MM2_TUNED_2: MM2,
+        stats.MM2_DEFAULTS_2: MM2,
+        stats.MIRRORLIB_2: Mirrorlib,
         stats.BARE_LOOP: BareLoop,
         stats.ACKED_LOOP: BareLoop,
     }[cid]

@@ -17,12 +17,13 @@ What is measured, at each size P (partitions):
   topics exist (every tenth with an override): a cycle comparing every remote topic (the first,
   then every ``CONFIGS_FULL_EVERY``-th), one with nothing changed, one where one topic's configs
   changed (CPU-s, round trips);
-* **checkpoint cycle** — ``CheckpointTask._emit`` for P/10 groups x 20 partitions (10,000 x 20
-  at P = 100k) over 200 partitions with 1,000 offset syncs each: a cycle where every offset
-  changed and one where none did (CPU-s, round trips), then group offset sync
-  (``CheckpointTask._sync_group_offsets``, round trips);
+* **checkpoint cycle** — ``CheckpointTask.emit_checkpoints`` for P/10 groups x 20 partitions
+  (10,000 x 20 at P = 100k) over 200 partitions with 1,000 offset syncs each: a cycle where
+  every offset changed and one where none did (CPU-s, round trips), with the commits learnt from
+  ``__consumer_offsets`` and with OffsetFetch (the fallback), then group offset sync
+  (``CheckpointTask.sync_group_offsets``, round trips);
 * **offset-sync intake** — records decoded and added to the translator by
-  ``CheckpointTask._on_sync`` (syncs per CPU-second);
+  ``CheckpointTask.take_syncs`` (syncs per CPU-second);
 * **translator memory** — RSS growth of an ``OffsetTranslator`` fed 20 syncs per partition;
 * **scrape** — ``Exposition.render`` (what ``/metrics`` serves) and, for comparison,
   prometheus-client's ``generate_latest`` over ``ReplicatorCollector`` with P partitions in P/10
@@ -30,9 +31,9 @@ What is measured, at each size P (partitions):
 * **verify** — peak traced memory of ``compare_partition`` over 10·P records per side, as
   ``verify`` runs it (read by offset windows, spilled past ``VERIFY_HELD_RECORDS``).
 
-The checkpoint task is driven through private methods (``_emit``, ``_on_sync``,
-``_sync_group_offsets``) with duck-typed fakes: ``CheckpointTask`` builds its clients inside
-``_run`` and has no seam yet. Results: ``bench/results/controlplane-<time>.json`` and ``.md``.
+The checkpoint task is driven through its public entry points with duck-typed fakes that count
+round trips (concurrent requests, up to ``IN_FLIGHT``, count as one). Results:
+``bench/results/controlplane-<time>.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ import os
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,29 +152,45 @@ def bench_configs(size: int) -> dict[str, Any]:
 
 
 class FakeGroups:
-    """``GroupAdmin`` as the checkpoint task uses it, answering from memory."""
+    """``GroupAdmin`` as the checkpoint task uses it, answering from memory. ``requests`` counts
+    the requests a broker would get; ``round_trips`` the waits for them (a batch of up to
+    ``IN_FLIGHT`` concurrent requests is one)."""
 
     def __init__(self, offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
         self.offsets = offsets
-        self.calls = 0
+        self.requests = 0
+        self.round_trips = 0
+
+    def _trip(self, requests: int) -> None:
+        from mirrorlib.kafka.groups import IN_FLIGHT
+
+        self.requests += requests
+        self.round_trips += -(-requests // IN_FLIGHT) if requests else 0
 
     def list_groups(self) -> list[str]:
-        self.calls += 1
+        self._trip(1)
         return list(self.offsets)
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        self.calls += 1
-        return dict(self.offsets.get(group, {}))
+    def committed_offsets_many(
+        self, groups: Iterable[str]
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        wanted = list(groups)
+        self._trip(len(wanted))
+        return {g: dict(self.offsets.get(g, {})) for g in wanted}
 
     def states(self, groups: list[str]) -> dict[str, Any]:
         from mirrorlib.kafka.groups import GroupState
 
-        self.calls += 1
+        self._trip(1)
         return {g: GroupState.EMPTY for g in groups}
 
-    def commit_offsets(self, group: str, offsets: Any) -> None:
-        self.calls += 1
-        self.offsets[group] = {tp: OffsetAndMetadata(om.offset) for tp, om in offsets.items()}
+    def commit_offsets_many(
+        self, offsets: Mapping[str, Mapping[TopicPartition, Any]]
+    ) -> dict[str, None]:
+        self._trip(len(offsets))
+        for group, committed in offsets.items():
+            self.offsets[group] = {tp: OffsetAndMetadata(om.offset) for tp, om in committed.items()}
+        return dict.fromkeys(offsets)
 
 
 class FakeProducer:
@@ -195,18 +213,8 @@ class FakeProducer:
         return 0
 
 
-class FakeSyncsLog:
-    """The offset-syncs topic, already read (syncs are fed before a cycle)."""
-
-    def read_to_end(self, *_: Any, **__: Any) -> None:
-        return None
-
-    def poll(self, *_: Any, **__: Any) -> None:
-        return None
-
-
 class SyncRecord:
-    """A consumer record of the offset-syncs topic, as ``_on_sync`` reads it."""
+    """A consumer record of the offset-syncs topic, as ``CheckpointTask.take_syncs`` reads it."""
 
     __slots__ = ("_key", "_offset", "_value")
 
@@ -250,6 +258,9 @@ def sync_records(per_partition: int) -> Iterator[SyncRecord]:
 
 
 def bench_checkpoints(size: int) -> dict[str, Any]:
+    """One checkpoint cycle (``CheckpointTask.emit_checkpoints``) in both ways of learning the
+    groups' commits: from ``__consumer_offsets`` (``take_commits``; here fed with
+    ``CheckpointTask.commits.put``) and by OffsetFetch (the fallback); then group offset sync."""
     groups = max(size // 10, 1)
     parts = sync_partitions()
     top = SYNCS_PER_PARTITION * 100
@@ -265,37 +276,45 @@ def bench_checkpoints(size: int) -> dict[str, Any]:
             for g in range(groups)
         }
 
-    task = CheckpointTask(settings(), StatsRegistry("A", "B"))
-    for record in sync_records(SYNCS_PER_PARTITION):
-        task._on_sync(record)
-    source, target, producer = FakeGroups(committed(0)), FakeGroups({}), FakeProducer()
-    task.groups = list(source.offsets)
-    log = FakeSyncsLog()
     out: dict[str, Any] = {"groups": groups, "pairs": groups * GROUP_PARTITIONS}
-    for name, shift in (("all_changed", 0), ("unchanged", 0), ("all_changed_again", 7)):
-        source.offsets = committed(shift) if name != "unchanged" else source.offsets
-        calls, flushes = source.calls, producer.flushes
-        seconds, _ = cpu(lambda: task._emit(source, producer, log))  # type: ignore[arg-type]
-        out[name] = {
-            "cpu_s": round(seconds, 3),
-            "round_trips": source.calls - calls + producer.flushes - flushes,
-        }
-    calls = target.calls
-    seconds, _ = cpu(lambda: task._sync_group_offsets(target))  # type: ignore[arg-type]
-    out["group_sync"] = {"cpu_s": round(seconds, 3), "round_trips": target.calls - calls}
-    out["checkpoints_written"] = producer.records
+    records = list(sync_records(SYNCS_PER_PARTITION))
+    for mode in ("commits", "offset_fetch"):
+        task = CheckpointTask(settings(), StatsRegistry("A", "B"))
+        task.take_syncs(records)
+        source, producer = FakeGroups(committed(0)), FakeProducer()
+        task.groups = list(source.offsets)
+        for name, shift in (("all_changed", 0), ("unchanged", None), ("all_changed_again", 7)):
+            if shift is not None:
+                source.offsets = committed(shift)
+                if mode == "commits":
+                    for group, offsets in source.offsets.items():
+                        for tp, om in offsets.items():
+                            task.commits.put(group, tp, om, 1_700_000_000_000)
+            trips, flushes = source.round_trips, producer.flushes
+            reader = source if mode == "offset_fetch" else None
+            seconds, result = cpu(partial(task.emit_checkpoints, producer, source=reader))
+            out[f"{mode}_{name}"] = {
+                "cpu_s": round(seconds, 3),
+                "round_trips": source.round_trips - trips + producer.flushes - flushes,
+                "translated": result.translated,
+                "produced": result.produced,
+            }
+        if mode == "commits":
+            target = FakeGroups({})
+            seconds, _ = cpu(partial(task.sync_group_offsets, target))
+            out["group_sync"] = {
+                "cpu_s": round(seconds, 3),
+                "round_trips": target.round_trips,
+                "requests": target.requests,
+            }
     return out
 
 
 def bench_intake(count: int) -> dict[str, Any]:
     task = CheckpointTask(settings(), StatsRegistry("A", "B"))
     records = list(sync_records(max(count // SYNC_PARTITIONS, 1)))
-    seconds, _ = cpu(lambda: [task._on_sync(r) for r in records])
-    return {
-        "syncs": len(records),
-        "cpu_s": round(seconds, 3),
-        "syncs_per_s": int(len(records) / seconds),
-    }
+    seconds, taken = cpu(lambda: task.take_syncs(records))
+    return {"syncs": taken, "cpu_s": round(seconds, 3), "syncs_per_s": int(taken / seconds)}
 
 
 def bench_translator(size: int, per_partition: int = 20) -> dict[str, Any]:
@@ -469,22 +488,40 @@ def markdown(results: dict[str, Any]) -> str:
         ),
     )
     row(
-        "checkpoint cycle (groups x 20), all offsets changed — CPU-s / round trips",
+        "checkpoint cycle (groups x 20), all offsets changed, commits from `__consumer_offsets` — CPU-s / round trips",
         "checkpoints",
         lambda r: (
-            f"{r['all_changed_again']['cpu_s']} / "
-            f"{r['all_changed_again']['round_trips']} ({r['groups']:,} groups)"
+            f"{r['commits_all_changed_again']['cpu_s']} / "
+            f"{r['commits_all_changed_again']['round_trips']} ({r['groups']:,} groups)"
         ),
     )
     row(
-        "checkpoint cycle, nothing changed",
+        "checkpoint cycle, nothing changed, commits from `__consumer_offsets`",
         "checkpoints",
-        lambda r: f"{r['unchanged']['cpu_s']} / {r['unchanged']['round_trips']}",
+        lambda r: f"{r['commits_unchanged']['cpu_s']} / {r['commits_unchanged']['round_trips']}",
+    )
+    row(
+        "checkpoint cycle (groups x 20), all offsets changed, OffsetFetch fallback — CPU-s / round trips",
+        "checkpoints",
+        lambda r: (
+            f"{r['offset_fetch_all_changed_again']['cpu_s']} / "
+            f"{r['offset_fetch_all_changed_again']['round_trips']} ({r['groups']:,} groups)"
+        ),
+    )
+    row(
+        "checkpoint cycle, nothing changed, OffsetFetch fallback",
+        "checkpoints",
+        lambda r: (
+            f"{r['offset_fetch_unchanged']['cpu_s']} / {r['offset_fetch_unchanged']['round_trips']}"
+        ),
     )
     row(
         "group offset sync — round trips",
         "checkpoints",
-        lambda r: f"{r['group_sync']['round_trips']} ({r['group_sync']['cpu_s']} CPU-s)",
+        lambda r: (
+            f"{r['group_sync']['round_trips']} for {r['group_sync']['requests']:,} requests "
+            f"({r['group_sync']['cpu_s']} CPU-s)"
+        ),
     )
     row("translator, 20 syncs/partition — MiB (traced)", "translator", lambda r: f"{r['mib']}")
     row(
@@ -520,7 +557,7 @@ def markdown(results: dict[str, Any]) -> str:
     )
     if intake is not None:
         text += (
-            f"\nOffset-sync intake (`_on_sync`: decode + translator): {intake['syncs_per_s']:,} "
+            f"\nOffset-sync intake (`take_syncs`: decode + translator): {intake['syncs_per_s']:,} "
             f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
         )
     return text

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlib.testing import java_executable, kafka_classpath
 
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
-#: Producer settings of the preload and of the ceiling producer (same as mirrorlib's producer).
+#: Producer settings of the preload and of the plain producer (same as mirrorlib's producer).
 PRODUCER_PROPS = {
     "acks": "all",
     "enable.idempotence": "true",

@@ -6,33 +6,57 @@ Nothing here talks to Kafka, so ``tests/bench`` can check it without a broker.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 SCHEMA_VERSION = 1
 
-#: Contender ids, in the order of the table.
+#: Contender ids, in the order of the table. ``-t2``: the same with ``tasks.max=2``.
 MM2_TUNED = "mm2"
 MM2_DEFAULTS = "mm2-defaults"
 MIRRORLIB = "mirrorlib"
+MM2_TUNED_2 = "mm2-t2"
+MM2_DEFAULTS_2 = "mm2-defaults-t2"
+MIRRORLIB_2 = "mirrorlib-t2"
 SPARK_1 = "spark-1"
 SPARK_2 = "spark-2"
 #: mirrorlib on Spark: contender id -> executor cores (``local[N]``).
 SPARKS = {SPARK_1: 1, SPARK_2: 2}
-BARE_LOOP = "ceiling-loop"
+BARE_LOOP = "bare-loop"
 #: The bare loop plus a per-record delivery report (the least an at-least-once copier must do).
-ACKED_LOOP = "ceiling-loop-acked"
-PLAIN_PRODUCER = "ceiling-producer"
+ACKED_LOOP = "bare-loop-acked"
+#: ProducerPerformance writing the same data straight into the target (no consumer at all).
+PLAIN_PRODUCER = "producer-into-target"
+
+#: ``tasks.max`` of each replicator contender that takes it (the others run one task).
+TASKS_MAX = {
+    MM2_TUNED: 1, MM2_DEFAULTS: 1, MIRRORLIB: 1,
+    MM2_TUNED_2: 2, MM2_DEFAULTS_2: 2, MIRRORLIB_2: 2,
+}  # fmt: skip
+#: The contender with ``tasks.max=1`` that each contender is a variant of.
+ENGINE = {
+    MM2_TUNED_2: MM2_TUNED,
+    MM2_DEFAULTS_2: MM2_DEFAULTS,
+    MIRRORLIB_2: MIRRORLIB,
+}
+#: contender ids of (mirrorlib, MM2 same client settings, MM2 defaults) per tasks.max
+BY_TASKS = {
+    1: (MIRRORLIB, MM2_TUNED, MM2_DEFAULTS),
+    2: (MIRRORLIB_2, MM2_TUNED_2, MM2_DEFAULTS_2),
+}
 
 LABELS = {
     MM2_TUNED: "MM2 (same client settings)",
     MM2_DEFAULTS: "MM2 (defaults)",
     MIRRORLIB: "mirrorlib embedded",
+    MM2_TUNED_2: "MM2 (same client settings), tasks.max=2",
+    MM2_DEFAULTS_2: "MM2 (defaults), tasks.max=2",
+    MIRRORLIB_2: "mirrorlib embedded, tasks.max=2",
     SPARK_1: "mirrorlib on Spark local[1]",
     SPARK_2: "mirrorlib on Spark local[2]",
-    BARE_LOOP: "ceiling: bare consume+produce loop",
-    ACKED_LOOP: "ceiling: bare loop + per-record delivery report",
-    PLAIN_PRODUCER: "ceiling: ProducerPerformance into target",
+    BARE_LOOP: "bare confluent-kafka consume+produce loop",
+    ACKED_LOOP: "bare loop + per-record delivery report",
+    PLAIN_PRODUCER: "plain producer: ProducerPerformance into the target",
 }
 
 #: Keys every throughput measurement carries in the JSON file.
@@ -111,6 +135,13 @@ def throughput(
         "cpu_s": None if cpu_s is None else round(cpu_s, 3),
         "cpu_s_per_million": None if cpu_s is None else round(cpu_s / records * 1e6, 2),
         "peak_rss_mb": None if peak_rss_mb is None else round(peak_rss_mb, 1),
+        # the copy process(es): CPU-seconds per wall-second (1.0 = one core busy all along);
+        # not for a process whose CPU includes its JVM start (ProducerPerformance)
+        "busy": (
+            None
+            if cpu_s is None or extra.get("cpu_includes_jvm_start")
+            else round(cpu_s / seconds, 3)
+        ),
     }
     out.update(extra)
     return out
@@ -132,6 +163,8 @@ def combine_rounds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         cpus = [r["cpu_s_per_million"] for r in group if r.get("cpu_s_per_million") is not None]
         rss = [r["peak_rss_mb"] for r in group if r.get("peak_rss_mb") is not None]
         row["cpu_s_per_million"] = round(percentile(cpus, 50), 2) if cpus else None
+        busy = [r["busy"] for r in group if r.get("busy") is not None]
+        row["busy"] = round(percentile(busy, 50), 3) if busy else None
         row["peak_rss_mb"] = max(rss) if rss else None
         row["rounds"] = len(group)
         row["rounds_records_per_s"] = [r["records_per_s"] for r in group]
@@ -195,37 +228,91 @@ def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int, int], Mapp
 
 
 def ratio_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per cell (record size, partitions): mirrorlib's throughput and CPU against MM2 and the
-    ceilings. Ratios > 1 mean mirrorlib is faster (throughput) or uses more CPU (cpu)."""
+    """Per cell (record size, partitions) and ``tasks.max``: mirrorlib's throughput and CPU
+    against both MM2 baselines with the same ``tasks.max``, the bare loops and the plain
+    producer. Ratios > 1 mean mirrorlib is faster (throughput) or uses more CPU (cpu)."""
     idx = _index(rows)
     cells = sorted({(r["record_size"], r["partitions"]) for r in rows})
     out = []
     for size, parts in cells:
-        ml = idx.get((MIRRORLIB, size, parts))
-        if ml is None:
-            continue
+        for tasks, (ml_id, mm2_id, mm2d_id) in BY_TASKS.items():
+            ml = idx.get((ml_id, size, parts))
+            if ml is None:
+                continue
 
-        def get(c: str, key: str, size: int = size, parts: int = parts) -> float | None:
-            row = idx.get((c, size, parts))
-            return None if row is None else row.get(key)
+            def get(c: str, key: str, size: int = size, parts: int = parts) -> float | None:
+                row = idx.get((c, size, parts))
+                return None if row is None else row.get(key)
 
-        rate = ml["records_per_s"]
-        cpu = ml.get("cpu_s_per_million")
-        out.append(
-            {
-                "record_size": size,
-                "partitions": parts,
-                "mirrorlib_records_per_s": rate,
-                "tput_vs_mm2": ratio(rate, get(MM2_TUNED, "records_per_s")),
-                "tput_vs_mm2_defaults": ratio(rate, get(MM2_DEFAULTS, "records_per_s")),
-                "tput_vs_loop": ratio(rate, get(BARE_LOOP, "records_per_s")),
-                "tput_vs_acked_loop": ratio(rate, get(ACKED_LOOP, "records_per_s")),
-                "tput_vs_producer": ratio(rate, get(PLAIN_PRODUCER, "records_per_s")),
-                "cpu_vs_mm2": ratio(cpu, get(MM2_TUNED, "cpu_s_per_million")),
-                "cpu_vs_mm2_defaults": ratio(cpu, get(MM2_DEFAULTS, "cpu_s_per_million")),
-            }
-        )
+            rate = ml["records_per_s"]
+            cpu = ml.get("cpu_s_per_million")
+            out.append(
+                {
+                    "record_size": size,
+                    "partitions": parts,
+                    "tasks_max": tasks,
+                    "mirrorlib_records_per_s": rate,
+                    "tput_vs_mm2": ratio(rate, get(mm2_id, "records_per_s")),
+                    "tput_vs_mm2_defaults": ratio(rate, get(mm2d_id, "records_per_s")),
+                    "tput_vs_loop": ratio(rate, get(BARE_LOOP, "records_per_s")),
+                    "tput_vs_acked_loop": ratio(rate, get(ACKED_LOOP, "records_per_s")),
+                    "tput_vs_producer": ratio(rate, get(PLAIN_PRODUCER, "records_per_s")),
+                    "mm2_vs_producer": ratio(
+                        get(mm2_id, "records_per_s"), get(PLAIN_PRODUCER, "records_per_s")
+                    ),
+                    "mm2_defaults_vs_producer": ratio(
+                        get(mm2d_id, "records_per_s"), get(PLAIN_PRODUCER, "records_per_s")
+                    ),
+                    "cpu_vs_mm2": ratio(cpu, get(mm2_id, "cpu_s_per_million")),
+                    "cpu_vs_mm2_defaults": ratio(cpu, get(mm2d_id, "cpu_s_per_million")),
+                }
+            )
     return out
+
+
+def scaling_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per cell and engine (mirrorlib, MM2 same client settings, MM2 defaults): the rate and
+    the busy fraction (CPU-s per wall-s of the copy processes) with ``tasks.max`` 1 and 2, and
+    the 1 -> 2 speed-up."""
+    idx = _index(rows)
+    cells = sorted({(r["record_size"], r["partitions"]) for r in rows})
+    out = []
+    for size, parts in cells:
+        for one, two in zip(BY_TASKS[1], BY_TASKS[2], strict=True):
+            r1, r2 = idx.get((one, size, parts)), idx.get((two, size, parts))
+            if r1 is None and r2 is None:
+                continue
+            rate1 = None if r1 is None else r1["records_per_s"]
+            rate2 = None if r2 is None else r2["records_per_s"]
+            out.append(
+                {
+                    "record_size": size,
+                    "partitions": parts,
+                    "engine": one,
+                    "records_per_s_1": rate1,
+                    "records_per_s_2": rate2,
+                    "busy_1": None if r1 is None else r1.get("busy"),
+                    "busy_2": None if r2 is None else r2.get("busy"),
+                    "speedup": ratio(rate2, rate1),
+                }
+            )
+    return out
+
+
+def scaling_table(items: Sequence[Mapping[str, Any]]) -> str:
+    return keyed_table(
+        items,
+        [
+            ("record", lambda r: size_label(r["record_size"])),
+            ("partitions", "partitions"),
+            ("engine", "engine"),
+            ("rec/s tasks.max=1", "records_per_s_1"),
+            ("rec/s tasks.max=2", "records_per_s_2"),
+            ("speed-up 1→2", "speedup"),
+            ("busy (CPU-s / s) 1", "busy_1"),
+            ("busy (CPU-s / s) 2", "busy_2"),
+        ],
+    )
 
 
 def spark_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -269,40 +356,23 @@ def spark_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def spark_table(items: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(
+    return keyed_table(
+        items,
         [
-            "record",
-            "partitions",
-            "contender",
-            "to completion rec/s (incl. start-up)",
-            "start-up s (to first record)",
-            "copying rec/s",
-            "copying MB/s",
-            "copying ÷ embedded",
-            "copying ÷ local[1]",
-            "CPU-s / M (whole job)",
-            "CPU-s / M (copying)",
-            "CPU (copying) ÷ embedded",
-            "peak RSS MB",
+            ("record", lambda r: size_label(r["record_size"])),
+            ("partitions", "partitions"),
+            ("contender", "contender"),
+            ("to completion rec/s (incl. start-up)", "records_per_s"),
+            ("start-up s (to first record)", "startup_s"),
+            ("copying rec/s", "copy_records_per_s"),
+            ("copying MB/s", "copy_mb_per_s"),
+            ("copying ÷ embedded", "copy_vs_embedded"),
+            ("copying ÷ local[1]", "copy_vs_local1"),
+            ("CPU-s / M (whole job)", "cpu_s_per_million"),
+            ("CPU-s / M (copying)", "copy_cpu_s_per_million"),
+            ("CPU (copying) ÷ embedded", "cpu_vs_embedded"),
+            ("peak RSS MB", "peak_rss_mb"),
         ],
-        (
-            [
-                size_label(r["record_size"]),
-                r["partitions"],
-                r["contender"],
-                r["records_per_s"],
-                r["startup_s"],
-                r["copy_records_per_s"],
-                r["copy_mb_per_s"],
-                r["copy_vs_embedded"],
-                r["copy_vs_local1"],
-                r["cpu_s_per_million"],
-                r["copy_cpu_s_per_million"],
-                r["cpu_vs_embedded"],
-                r["peak_rss_mb"],
-            ]
-            for r in items
-        ),
     )
 
 
@@ -329,10 +399,22 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+#: A column of :func:`keyed_table`: its header and the row's key, or a function of the row.
+Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
+
+
+def keyed_table(items: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+    """A Markdown table of ``items``, one column per ``(header, key or function)``."""
+    return markdown_table(
+        [header for header, _ in columns],
+        ([get(r) if callable(get) else r.get(get) for _, get in columns] for r in items),
+    )
+
+
 def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
     ordered = sorted(
         rows,
-        key=lambda r: (r["record_size"], r["partitions"], list(LABELS).index(r["contender"])),
+        key=lambda r: (r["record_size"], r["partitions"], _order(r["contender"])),
     )
     return markdown_table(
         [
@@ -342,6 +424,7 @@ def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
             "records/s",
             "MB/s",
             "CPU-s / M records",
+            "busy (CPU-s / s)",
             "peak RSS MB",
             "rounds: records/s (CPU-s / M)",
         ],
@@ -353,12 +436,18 @@ def throughput_table(rows: Sequence[Mapping[str, Any]]) -> str:
                 r["records_per_s"],
                 r["mb_per_s"],
                 r.get("cpu_s_per_million"),
+                r.get("busy"),
                 r.get("peak_rss_mb"),
                 _rounds(r),
             ]
             for r in ordered
         ),
     )
+
+
+def _order(contender: str) -> int:
+    order = list(LABELS)
+    return order.index(contender) if contender in order else len(order)
 
 
 def _rounds(row: Mapping[str, Any]) -> str:
@@ -377,19 +466,21 @@ def ratio_table(ratios: Sequence[Mapping[str, Any]]) -> str:
         [
             "record",
             "partitions",
+            "tasks.max",
             "mirrorlib rec/s",
-            "÷ MM2",
+            "÷ MM2 (same settings)",
             "÷ MM2 defaults",
-            "÷ ceiling loop",
+            "÷ bare loop",
             "÷ acked loop",
-            "÷ ceiling producer",
-            "CPU ÷ MM2",
+            "÷ plain producer",
+            "CPU ÷ MM2 (same settings)",
             "CPU ÷ MM2 defaults",
         ],
         (
             [
                 size_label(r["record_size"]),
                 r["partitions"],
+                r.get("tasks_max", 1),
                 r["mirrorlib_records_per_s"],
                 r["tput_vs_mm2"],
                 r["tput_vs_mm2_defaults"],
@@ -447,27 +538,60 @@ def not_run(contender: str, note: str) -> dict[str, Any]:
     return {**{k: None for k in SCENARIO_KEYS}, "contender": contender, "note": note}
 
 
+#: Throughput targets of issue 12: (record size, goal of mirrorlib ÷ MM2 with the same tasks.max)
+THROUGHPUT_GOALS = ((100, 1.2), (1024, 1.2), (10240, 1.5))
+#: mirrorlib ÷ the plain producer at 1 KiB, and CPU per record ÷ MM2
+PRODUCER_GOAL, CPU_GOAL = 0.9, 0.5
+
+
+def _worst(items: Sequence[Mapping[str, Any]], key: str, lowest: bool = True) -> float | None:
+    vals = [r[key] for r in items if r.get(key) is not None]
+    if not vals:
+        return None
+    return min(vals) if lowest else max(vals)
+
+
 def targets(
     ratios: Sequence[Mapping[str, Any]], scenarios: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The issue's targets, each with the measured value and whether it is met (None: unknown)."""
+    """The issue's targets, each with the measured value and whether it is met (None: unknown).
+
+    Throughput and CPU targets are per ``tasks.max`` and judged on the worst cell against MM2
+    with the same client settings and the same ``tasks.max``; every such row also carries the
+    same figure against MM2 with its defaults (``vs_mm2_defaults``) and, for the plain producer
+    target, both MM2 baselines' own ratio to the plain producer (``mm2``, ``mm2_defaults``)."""
     out: list[dict[str, Any]] = []
-    kib = [r for r in ratios if r["record_size"] == 1024]
 
-    def worst(key: str, lowest: bool = True) -> float | None:
-        vals = [r[key] for r in kib if r.get(key) is not None]
-        if not vals:
-            return None
-        return min(vals) if lowest else max(vals)
-
-    def add(name: str, value: float | None, goal: float, higher_is_better: bool) -> None:
+    def add(
+        name: str, value: float | None, goal: float, higher_is_better: bool, **extra: Any
+    ) -> None:
         met = None if value is None else (value >= goal if higher_is_better else value <= goal)
-        out.append({"target": name, "value": value, "goal": goal, "met": met})
+        out.append({"target": name, "value": value, "goal": goal, "met": met, **extra})
 
-    add("throughput ÷ MM2, 1 KiB (worst cell)", worst("tput_vs_mm2"), 1.5, True)
-    add("throughput ÷ ceiling loop, 1 KiB (worst cell)", worst("tput_vs_loop"), 0.7, True)
-    cpu = [r["cpu_vs_mm2"] for r in ratios if r.get("cpu_vs_mm2") is not None]
-    add("CPU per record ÷ MM2 (worst cell)", max(cpu) if cpu else None, 0.5, False)
+    for tasks in sorted({r.get("tasks_max", 1) for r in ratios}):
+        mine = [r for r in ratios if r.get("tasks_max", 1) == tasks]
+        for size, goal in THROUGHPUT_GOALS:
+            cells = [r for r in mine if r["record_size"] == size]
+            if not cells:
+                continue
+            add(
+                f"throughput ÷ MM2, {size_label(size)} (worst cell)", _worst(cells, "tput_vs_mm2"),
+                goal, True, tasks_max=tasks,
+                vs_mm2_defaults=_worst(cells, "tput_vs_mm2_defaults"),
+            )  # fmt: skip
+        kib = [r for r in mine if r["record_size"] == 1024]
+        if kib:
+            add(
+                "throughput ÷ plain producer into the target, 1 KiB (worst cell)",
+                _worst(kib, "tput_vs_producer"), PRODUCER_GOAL, True, tasks_max=tasks,
+                mm2=_worst(kib, "mm2_vs_producer"),
+                mm2_defaults=_worst(kib, "mm2_defaults_vs_producer"),
+            )  # fmt: skip
+        add(
+            "CPU per record ÷ MM2 (worst cell)", _worst(mine, "cpu_vs_mm2", lowest=False),
+            CPU_GOAL, False, tasks_max=tasks,
+            vs_mm2_defaults=_worst(mine, "cpu_vs_mm2_defaults", lowest=False),
+        )  # fmt: skip
     by = {s["contender"]: s for s in scenarios}
     ml = by.get(MIRRORLIB, {})
     mm2 = by.get(MM2_TUNED, {})
@@ -475,7 +599,11 @@ def targets(
     p99 = (ml.get("latency_ms") or {}).get("10000", {}).get("p99")
     add("latency p99 @10k/s, ms", p99, 50.0, False)
     p99_mm2 = (mm2.get("latency_ms") or {}).get("10000", {}).get("p99")
-    add("latency p99 @10k/s ÷ MM2", ratio(p99, p99_mm2), 1.0, False)
+    p99_mm2d = (mm2d.get("latency_ms") or {}).get("10000", {}).get("p99")
+    add(
+        "latency p99 @10k/s ÷ MM2", ratio(p99, p99_mm2), 1.0, False,
+        vs_mm2_defaults=ratio(p99, p99_mm2d),
+    )  # fmt: skip
     rr = (ml.get("failover") or {}).get("reread_settled")
     rr_mm2 = (mm2d.get("failover") or {}).get("reread_settled")
     value = None if rr is None or rr_mm2 is None else float(rr - rr_mm2)
@@ -491,12 +619,37 @@ def targets(
 
 
 def targets_table(items: Sequence[Mapping[str, Any]]) -> str:
+    """The targets with both MM2 baselines beside each: ``÷ MM2 defaults`` is the same measure
+    against MM2 with its defaults; for the plain-producer target the MM2 columns are the MM2
+    contenders' own ratio to the plain producer."""
+
     def met(m: bool | None) -> str:
         return "?" if m is None else ("met" if m else "**missed**")
 
     return markdown_table(
-        ["target", "measured", "goal", ""],
-        ([t["target"], t["value"], t["goal"], met(t["met"])] for t in items),
+        [
+            "target",
+            "tasks.max",
+            "mirrorlib",
+            "goal",
+            "",
+            "same ÷ MM2 defaults",
+            "MM2 (same settings) itself",
+            "MM2 defaults itself",
+        ],
+        (
+            [
+                t["target"],
+                t.get("tasks_max", ""),
+                t["value"],
+                t["goal"],
+                met(t["met"]),
+                t.get("vs_mm2_defaults", ""),
+                t.get("mm2", ""),
+                t.get("mm2_defaults", ""),
+            ]
+            for t in items
+        ),
     )
 
 
@@ -519,6 +672,7 @@ def document(
         "throughput": [dict(r) for r in throughput_rows],
         "ratios": ratios,
         "spark": spark_rows(throughput_rows),
+        "scaling": scaling_rows(throughput_rows),
         "scenarios": [dict(s) for s in scenarios],
         "targets": targets(ratios, scenarios),
         "notes": list(notes),

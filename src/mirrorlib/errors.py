@@ -13,6 +13,7 @@ MirrorError
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
 ├── FlowFailedError (RuntimeError) a running flow stopped on an error retrying cannot fix
 ├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
+├── WorkerProtocolError          a frame between a flow's process and a copier worker is unreadable
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
     ├── PlanApplyError           some steps of a plan failed; .result tells which
@@ -51,11 +52,17 @@ __all__ = [
     "TestClusterError",
     "TopicAuthorizationError",
     "UnsupportedVersionError",
+    "WorkerProtocolError",
 ]
 
 
 class MirrorError(Exception):
     """Root of every error mirrorlib raises on purpose."""
+
+
+class WorkerProtocolError(MirrorError):
+    """A frame between a flow's process and one of its copier worker processes (``tasks.max`` >
+    1) could not be read (:mod:`mirrorlib.core.workerproto`)."""
 
 
 class ConfigError(MirrorError, ValueError):

@@ -90,12 +90,21 @@ def test_ratio_rows_and_targets():
         },
     ]
     t = {x["target"]: x for x in stats.targets(ratios, scenarios)}
-    assert t["throughput ÷ MM2, 1 KiB (worst cell)"]["met"] is True
-    assert t["throughput ÷ ceiling loop, 1 KiB (worst cell)"]["met"] is True
+    tput = t["throughput ÷ MM2, 1 KiB (worst cell)"]
+    assert tput["met"] is True and tput["tasks_max"] == 1  # 1.5 >= 1.2
+    assert tput["vs_mm2_defaults"] == pytest.approx(3.0)  # the other baseline beside it
+    producer = t["throughput ÷ plain producer into the target, 1 KiB (worst cell)"]
+    assert producer["value"] == pytest.approx(0.5) and producer["met"] is False
+    assert producer["mm2"] == pytest.approx(1 / 3) and producer["mm2_defaults"] == pytest.approx(
+        1 / 6
+    )
     cpu = t["CPU per record ÷ MM2 (worst cell)"]
     assert cpu["value"] == pytest.approx(0.4) and cpu["met"] is True
+    assert cpu["vs_mm2_defaults"] == pytest.approx((0.6 / 30_000) / (1.0 / 10_000))
     assert t["latency p99 @10k/s, ms"]["met"] is True
     assert t["latency p99 @10k/s ÷ MM2"]["value"] == pytest.approx(0.5)
+    assert t["latency p99 @10k/s ÷ MM2"]["vs_mm2_defaults"] == pytest.approx(0.25)
+    assert not any("ceiling" in name for name in t)  # a reference mirrorlib can beat is none
     rr = next(x for x in t.values() if x["target"].startswith("re-read"))
     assert rr["met"] is True and rr["value"] == -90
 
@@ -240,3 +249,87 @@ def test_combine_rounds_takes_the_median_round_and_keeps_every_round() -> None:
     assert combined["mm2"]["rounds"] == 1 and combined["mm2"]["cpu_s_per_million"] is None
     table = stats.throughput_table(list(combined.values()))
     assert "100 (5000), 25 (2000), 50 (4000)" in table and "one run" in table
+
+
+def _cell(cid, size, rate, cpu, parts=1):
+    return stats.throughput(
+        cid, record_size=size, partitions=parts, records=int(rate), seconds=1.0, cpu_s=cpu,
+        peak_rss_mb=1,
+    )  # fmt: skip
+
+
+def test_busy_is_cpu_seconds_per_wall_second_and_rounds_take_its_median():
+    row = stats.throughput(
+        stats.MIRRORLIB, record_size=100, partitions=1, records=10, seconds=4.0, cpu_s=3.0,
+        peak_rss_mb=None,
+    )  # fmt: skip
+    assert row["busy"] == 0.75
+    jvm = stats.throughput(
+        stats.PLAIN_PRODUCER, record_size=100, partitions=1, records=10, seconds=4.0, cpu_s=3.0,
+        peak_rss_mb=None, cpu_includes_jvm_start=True,
+    )  # fmt: skip
+    assert jvm["busy"] is None  # its CPU includes the JVM start: no busy fraction
+    rounds = [dict(_cell(stats.MIRRORLIB, 100, 1000 * (i + 1), b), round=i) for i, b in
+              enumerate((0.5, 0.9, 0.7))]  # fmt: skip
+    (combined,) = stats.combine_rounds(rounds)
+    assert combined["busy"] == 0.7
+
+
+def test_targets_per_tasks_max_against_mm2_with_the_same_tasks_max():
+    rows = [
+        _cell(stats.MIRRORLIB, 100, 130, 0.4), _cell(stats.MM2_TUNED, 100, 100, 1.0),
+        _cell(stats.MM2_DEFAULTS, 100, 50, 1.0),
+        _cell(stats.MIRRORLIB_2, 100, 200, 0.8), _cell(stats.MM2_TUNED_2, 100, 200, 1.0),
+        _cell(stats.MM2_DEFAULTS_2, 100, 80, 1.0),
+        _cell(stats.MIRRORLIB, 10240, 150, 0.2), _cell(stats.MM2_TUNED, 10240, 100, 1.0),
+    ]  # fmt: skip
+    ratios = stats.ratio_rows(rows)
+    assert {(r["record_size"], r["tasks_max"]) for r in ratios} == {(100, 1), (100, 2), (10240, 1)}
+    two = next(r for r in ratios if r["tasks_max"] == 2)
+    assert two["tput_vs_mm2"] == pytest.approx(1.0)  # mirrorlib-t2 against mm2-t2, not mm2
+    assert two["tput_vs_mm2_defaults"] == pytest.approx(2.5)
+    t = {(x["target"], x.get("tasks_max")): x for x in stats.targets(ratios, [])}
+    assert t[("throughput ÷ MM2, 100 B (worst cell)", 1)]["met"] is True  # 1.3 >= 1.2
+    assert t[("throughput ÷ MM2, 100 B (worst cell)", 2)]["met"] is False  # 1.0 < 1.2
+    ten = t[("throughput ÷ MM2, 10 KiB (worst cell)", 1)]
+    assert ten["goal"] == 1.5 and ten["met"] is True
+    assert ("throughput ÷ MM2, 10 KiB (worst cell)", 2) not in t  # not measured: no row
+    cpu2 = t[("CPU per record ÷ MM2 (worst cell)", 2)]
+    assert cpu2["value"] == pytest.approx((0.8 / 200) / (1.0 / 200)) and cpu2["met"] is False
+    table = stats.targets_table(stats.targets(ratios, []))
+    assert "MM2 defaults" in table and "**missed**" in table
+
+
+def test_scaling_rows_give_the_speed_up_and_busy_fraction_per_engine():
+    rows = [
+        _cell(stats.MIRRORLIB, 1024, 100, 0.5), _cell(stats.MIRRORLIB_2, 1024, 170, 1.4),
+        _cell(stats.MM2_TUNED, 1024, 100, 1.0), _cell(stats.MM2_TUNED_2, 1024, 120, 1.6),
+        _cell(stats.MM2_DEFAULTS, 1024, 50, 1.0),
+    ]  # fmt: skip
+    sc = {r["engine"]: r for r in stats.scaling_rows(rows)}
+    assert sc[stats.MIRRORLIB]["speedup"] == pytest.approx(1.7)
+    assert (sc[stats.MIRRORLIB]["busy_1"], sc[stats.MIRRORLIB]["busy_2"]) == (0.5, 1.4)
+    assert sc[stats.MM2_TUNED]["speedup"] == pytest.approx(1.2)
+    assert sc[stats.MM2_DEFAULTS]["speedup"] is None  # tasks.max=2 not measured
+    table = stats.scaling_table(list(sc.values()))
+    assert table.count("\n") == 1 + 3 and "1.70" in table
+    doc = stats.document(machine={}, versions={}, settings={}, throughput_rows=rows, scenarios=[])
+    assert doc["scaling"] and stats.check_document(doc) == []
+
+
+def test_contenders_with_two_tasks_get_tasks_max_2_and_their_engines_settings():
+    from bench import contenders
+
+    class Cluster:
+        def java_client_config(self):
+            return {"bootstrap.servers": "127.0.0.1:1"}
+
+    a = b = Cluster()
+    two = contenders.flow_properties(stats.MM2_TUNED_2, a, b, "S", "T", "x.*")
+    one = contenders.flow_properties(stats.MM2_TUNED, a, b, "S", "T", "x.*")
+    assert two["tasks.max"] == "2" and one["tasks.max"] == "1"
+    assert {k: v for k, v in two.items() if k != "tasks.max"} == {
+        k: v for k, v in one.items() if k != "tasks.max"
+    }
+    ml2 = contenders.flow_properties(stats.MIRRORLIB_2, a, b, "S", "T", "x.*")
+    assert ml2["tasks.max"] == "2" and "T.producer.linger.ms" not in ml2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -327,3 +328,30 @@ def test_status_shows_unknown_lag_and_heartbeats_apart(
         in_process = next(s for s in r.status() if s.name == "A->B")
         assert {p.topic for p in in_process.internal_partitions} == {"heartbeats"}
         assert in_process.stalled is None
+
+
+def test_run_stopped_during_start_up_exits_cleanly(tmp_path: Path) -> None:
+    """SIGTERM before the replicator installs its handlers (here: while the configuration's
+    policy class is imported) stops ``mirrorlib run`` with exit code 0, not the signal."""
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
+        "A->B.enabled = true\n"
+        "replication.policy.class = tests.fixtures.stop_on_import.StopOnImportPolicy\n",
+        encoding="utf-8",
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "mirrorlib", "run", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=root,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        },
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "stop requested before the replicator started" in out.stderr

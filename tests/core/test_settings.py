@@ -25,6 +25,7 @@ DERIVED = {
     "offset_syncs_consumer",
     "offset_syncs_admin",
     "transactional_id",
+    "group_instance_id",
     "copier_group_id",
     "auto_offset_reset",
     "consume_batch",
@@ -96,3 +97,20 @@ def test_record_producer_is_idempotent_and_keeps_the_users_tuning() -> None:
     assert str(conf["linger.ms"]) == "50" and str(conf["batch.size"]) == "16384"
     assert conf["queue.buffering.max.messages"] == 500_000 and conf["on_delivery"] is print
     assert "on_delivery" not in settings.record_producer(linger_ms=5)
+
+
+def test_record_consumer_refetches_soon_unless_the_user_says_otherwise() -> None:
+    cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in BASE.items()))
+    conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).record_consumer()
+    assert conf["fetch.queue.backoff.ms"] == 10
+    assert conf["max.partition.fetch.bytes"] == 8 * 1024 * 1024
+    assert conf["bootstrap.servers"] == "127.0.0.1:1"
+    for key in ("max.partition.fetch.bytes", "fetch.message.max.bytes"):  # librdkafka aliases
+        props = {**BASE, "A.consumer.fetch.queue.backoff.ms": "500", f"A.consumer.{key}": "2048"}
+        cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+        conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).record_consumer()
+        assert str(conf["fetch.queue.backoff.ms"]) == "500"  # the user's explicit setting wins
+        fetch = {
+            k: str(v) for k, v in conf.items() if k.endswith("fetch.bytes") or "message.max" in k
+        }
+        assert fetch == {key: "2048"}, fetch  # and no alias of it is added after it

@@ -135,10 +135,17 @@ class ReplicatorProcess:
         self.path.write_text(javaproperties.dumps(dict(properties)), encoding="utf-8")
         self.log = workdir / f"{name}.log"
         self.proc: Any = None
+        self._starts = 0
+
+    def _started(self) -> int:
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return text.count("mirrorlib replicator started")
 
     def start(self) -> None:
         import subprocess
         import sys
+
+        self._starts += 1
 
         with open(self.log, "a", encoding="utf-8") as out:
             self.proc = subprocess.Popen(
@@ -153,10 +160,17 @@ class ReplicatorProcess:
             self.proc.wait(30)
 
     def stop(self) -> int:
+        """SIGTERM once the replicator has started (a stop during start-up is tested in
+        tests/cli); its exit code."""
         import signal
 
         if self.proc is None:
             return 0
+        wait_for(
+            "the replicator started",
+            lambda: self.proc.poll() is not None or self._started() >= self._starts,
+            timeout=90,
+        )
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return int(self.proc.wait(60))

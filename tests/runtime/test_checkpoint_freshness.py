@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -54,6 +55,7 @@ class _CheckpointReader(threading.Thread):
         self.consumer = Consumer({**bootstrap, "group.id": "cfresh-reader"})
         self.consumer.assign([KafkaTopicPartition(CHECKPOINTS, 0, OFFSET_BEGINNING)])
         self.seen: list[tuple[float, Checkpoint]] = []
+        self.group = GROUP
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -65,7 +67,7 @@ class _CheckpointReader(threading.Thread):
                     cp = Checkpoint.decode(m.key(), m.value())
                 except CodecError:
                     continue  # other tests share the topic
-                if cp.group == GROUP:
+                if cp.group == self.group:
                     self.seen.append((time.monotonic(), cp))
         self.consumer.close()
 
@@ -131,3 +133,58 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
     assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= INTERVAL + SLACK
     assert metrics["checkpoint-sync-age-seconds-max"] >= 0
     assert metrics["checkpoint-count"] >= len({cp for _, cp in reader.seen})
+
+
+def _arrival(reader: _CheckpointReader, offset: int) -> float | None:
+    return next((t for t, cp in reader.seen if cp.upstream_offset >= offset), None)
+
+
+def test_an_idle_groups_commit_is_checkpointed_within_one_interval(
+    two_clusters: ClusterSet,
+) -> None:
+    """The task follows A's __consumer_offsets: a group that commits less often than the emit
+    interval gets its checkpoint promptly, well within one interval of each commit."""
+    interval = 5.0
+    a, b = two_clusters
+    topic, group = "cprompt.events", "cfresh-prompt"
+    a.create_topic(topic, 1)
+    producer = Producer(a.client_config())
+    for _ in range(500):
+        producer.produce(topic, b"x", partition=0)
+    producer.flush(30)
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": "cprompt\\..*",
+            "A->B.groups": "cfresh-prompt",
+            "emit.checkpoints.interval.seconds": str(int(interval)),
+        },
+    )
+    reader: _CheckpointReader | None = None
+    delays: list[float] = []
+    try:
+        with Replicator(cfg) as r:
+            wait_for("records on B", lambda: sum(end_offsets(b, f"A.{topic}").values()) >= 500)
+            wait_for("the checkpoints topic", lambda: end_offsets(b, CHECKPOINTS))
+            reader = _CheckpointReader(b.client_config())
+            reader.group = group
+            reader.start()
+            time.sleep(1.0)
+            for offset in (100, 250, 499):
+                committed_at = time.monotonic()
+                commit_group(a, group, topic, {0: offset})
+                arrival = wait_for(
+                    f"the checkpoint of offset {offset}",
+                    functools.partial(_arrival, reader, offset),
+                    timeout=3 * interval,
+                )
+                delays.append(arrival - committed_at)
+                time.sleep(interval + 0.5)  # idle for longer than an interval
+            metrics = {m.name: m.value for m in r.metrics() if ("source", "A") in m.tags}
+    finally:
+        if reader is not None:
+            reader.stop.set()
+            reader.join(10)
+    assert all(d <= interval for d in delays), delays
+    assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= interval

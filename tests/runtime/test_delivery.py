@@ -1,4 +1,7 @@
-"""Delivery guarantees under kill -9: at-least-once by default, exactly-once when enabled."""
+"""Delivery guarantees under kill -9: at-least-once by default, exactly-once when enabled.
+
+Each runs with the in-process copier (``tasks.max=1``) and with two copier worker processes
+(``tasks.max=2``), where a kill -9 of the parent also ends its workers."""
 
 from __future__ import annotations
 
@@ -78,12 +81,15 @@ def kill_loop(proc: ReplicatorProcess, rounds: int, seed: int) -> None:
         proc.start()
 
 
-def test_at_least_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_at_least_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path, tasks: int) -> None:
     a, b = two_clusters
-    topic = "alo.kill"
+    topic = f"alo.kill{tasks}"
     a.create_topic(topic, 4)
-    props = mm2_properties(two_clusters, ["A->B"], **{"A->B.topics": "alo\\..*"})
-    proc = ReplicatorProcess(props, tmp_path)
+    props = mm2_properties(
+        two_clusters, ["A->B"], **{"A->B.topics": f"alo\\.kill{tasks}", "tasks.max": str(tasks)}
+    )
+    proc = ReplicatorProcess(props, tmp_path, name=f"alo{tasks}")
     load = Load(a, topic, 4).start()
     try:
         kill_loop(proc, rounds=6, seed=1)
@@ -101,24 +107,28 @@ def test_at_least_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path) ->
     missing = [i for i in range(sent) if counts[i] == 0]
     assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"
     duplicates = sum(c - 1 for c in counts.values())
-    print(f"at-least-once: {sent} records, {duplicates} duplicates after 6 kill -9")
+    print(
+        f"at-least-once, tasks.max={tasks}: {sent} records, {duplicates} duplicates after 6 kill -9"
+    )
 
 
-def test_exactly_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_exactly_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path, tasks: int) -> None:
     a, b = two_clusters
-    topic = "eos.kill"
+    topic = f"eos.kill{tasks}"
     a.create_topic(topic, 4)
     props = mm2_properties(
         two_clusters,
         ["A->B"],
         **{
-            "A->B.topics": "eos\\..*",
+            "A->B.topics": f"eos\\.kill{tasks}",
+            "tasks.max": str(tasks),
             "B.exactly.once.source.support": "enabled",
             "A.consumer.isolation.level": "read_committed",
             "transaction.boundary.interval.ms": "300",
         },
     )
-    proc = ReplicatorProcess(props, tmp_path, name="eos")
+    proc = ReplicatorProcess(props, tmp_path, name=f"eos{tasks}")
     load = Load(a, topic, 4, transactional=True).start()
     try:
         kill_loop(proc, rounds=8, seed=2)

@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -47,6 +48,10 @@ from typing import Any
 from mirrorlib.errors import ConfigError, MirrorError
 
 __all__ = ["main"]
+
+log = logging.getLogger(__name__)
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -213,7 +218,25 @@ def _load(path: str, *, show_warnings: bool = True) -> Any:
     return config
 
 
+def _stop_before_start(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds the start-up; `_run` turns it into a clean exit
+
+
 def _run(args: argparse.Namespace) -> int:
+    # Until Replicator.run installs its own handlers, a stop request ends the command cleanly
+    # (exit 0, nothing started) instead of killing it with the signal's default action.
+    previous = {sig: signal.signal(sig, _stop_before_start) for sig in _STOP_SIGNALS}
+    try:
+        return _run_replicator(args)
+    except KeyboardInterrupt:
+        log.info("stop requested before the replicator started")
+        return EXIT_OK
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_replicator(args: argparse.Namespace) -> int:
     from mirrorlib.runtime.replicator import Replicator
 
     config = _load(args.config, show_warnings=False)  # the replicator logs them

@@ -103,7 +103,10 @@ def _next_steps(directory: Path, *, sample: bool, aliases: list[str] | None = No
     group = SAMPLE_GROUP if sample else "GROUP"
     dir_opt = "" if str(directory) == DEFAULT_DIR else f" --dir {shlex.quote(str(directory))}"
     steps = [
-        (f"mirrorlib run {config}", "replicate until Ctrl-C (leave it running, go on in another terminal)"),
+        (
+            f"mirrorlib run {config}",
+            "replicate until Ctrl-C (leave it running, go on in another terminal)",
+        ),
         (f"mirrorlib status {config}", "lag, heartbeats, checkpoints"),
         (f"mirrorlib verify {config}", "every record copied?"),
         (

@@ -34,6 +34,11 @@ from mirrorlib.core.policy import ReplicationPolicy
 
 __all__ = ["NEVER", "FlowSettings"]
 
+#: The replication consumer's fetch defaults (:meth:`FlowSettings.record_consumer`).
+_FETCH_QUEUE_BACKOFF_MS = 10
+_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+_PARTITION_FETCH_KEYS = frozenset({"max.partition.fetch.bytes", "fetch.message.max.bytes"})
+
 NEVER = 10.0**9
 """The interval, in seconds, of a periodic task that is disabled: it never comes due again."""
 
@@ -91,6 +96,28 @@ class FlowSettings:
     data_loss_action: Literal["fail", "continue"]
     admin_timeout: float
     consume_batch: int = 10_000
+    tasks_max: int = 1
+    # the copier group's static member id (set with node.id, or with tasks.max > 1)
+    group_instance_id: str | None = None
+
+    def record_consumer(self) -> dict[str, Any]:
+        """librdkafka configuration of the consumer that reads the records to replicate: the
+        configuration's, with fetch settings that keep a backlog flowing unless it sets them.
+
+        librdkafka compares ``queued.min.messages`` and ``queued.max.messages.kbytes``, meant
+        per partition, with the consumer's whole queue (the partitions' queues forward to it),
+        and a partition over them is not fetched for ``fetch.queue.backoff.ms`` (1 s by
+        default): with a backlog of small records the copier drained the queue in a fraction of
+        that second and then waited for the fetcher (see docs/benchmarks.md, "Where the copier
+        waited"). A short back-off re-checks the queue soon. The consumer has one fetch request
+        in flight per broker, so a partition's backlog arrives at most
+        ``max.partition.fetch.bytes`` per round trip: 8 MiB instead of 1 MiB needs an eighth
+        of the round trips (the queue stays bounded by ``queued.max.messages.kbytes``)."""
+        conf: dict[str, Any] = dict(self.source_consumer)
+        conf.setdefault("fetch.queue.backoff.ms", _FETCH_QUEUE_BACKOFF_MS)
+        if not _PARTITION_FETCH_KEYS & conf.keys():  # (aliases: the user's must not be overridden)
+            conf["max.partition.fetch.bytes"] = _PARTITION_FETCH_BYTES
+        return conf
 
     def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:
         """librdkafka configuration of the producer that writes replicated records to the
@@ -188,4 +215,8 @@ class FlowSettings:
             auto_offset_reset=reset_mode,
             data_loss_action=flow.data_loss_action,
             admin_timeout=flow.admin_timeout,
+            tasks_max=flow.tasks_max,
+            group_instance_id=(
+                f"mirrorlib-{flow.name}-{node}" if flow.node_id or flow.tasks_max > 1 else None
+            ),
         )

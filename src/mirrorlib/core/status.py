@@ -53,6 +53,7 @@ __all__ = [
     "PartitionStatus",
     "SampleKey",
     "StatsRegistry",
+    "WorkerStatus",
     "data_lag",
     "stall_reason",
 ]
@@ -212,6 +213,7 @@ class Family:
 _FLOW = ("source", "target")
 _TOPIC = (*_FLOW, "topic")
 _PARTITION = (*_TOPIC, "partition")
+_WORKER = (*_FLOW, "worker")
 
 #: Every metric :meth:`StatsRegistry.families` yields, in order. Latency and record-age
 #: histograms are per remote topic, never per partition: their bucket series would multiply the
@@ -250,6 +252,14 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("stalled_partitions", "gauge", "Partitions of the flow that are stalled.", _FLOW),
     MetricSpec("flow_stalled", "gauge", "1 while the flow is stalled (a stalled partition, or "
                "the target producer cannot get a producer id or reach its coordinator).", _FLOW),
+    MetricSpec("partition_worker", "gauge", "The copier worker slot copying the partition "
+               "(tasks.max > 1 only).", _PARTITION),
+    MetricSpec("worker_partitions", "gauge", "Partitions assigned to a copier worker process "
+               "(tasks.max > 1 only).", _WORKER),
+    MetricSpec("worker_record_rate", "gauge", "Records per second a copier worker process "
+               "replicates (tasks.max > 1 only).", _WORKER),
+    MetricSpec("worker_restarts_total", "counter", "Restarts of a copier worker slot's process "
+               "(tasks.max > 1 only).", _WORKER),
 )  # fmt: skip
 
 _SPEC = {s.name: s for s in METRICS}
@@ -318,7 +328,7 @@ class PartitionStats:
 
     :attr:`progress_at` is the last time the position moved forward or the partition was seen
     with nothing waiting (its end offset at or below its position). Setting a counter, the
-    position, the end offset or the error adds the partition to ``changed`` (its registry's
+    position, the end offset, the error or the worker adds the partition to ``changed`` (its registry's
     set of partitions changed since a :class:`MetricsCursor` last read them)."""
 
     __slots__ = (
@@ -332,6 +342,7 @@ class PartitionStats:
         "_rate_prev",
         "_record_count",
         "_tail_timestamp_ms",
+        "_worker",
         "age",
         "internal",
         "latency",
@@ -359,6 +370,7 @@ class PartitionStats:
         self._tail_timestamp_ms: int | None = None
         self._lost_records = 0
         self._error: str | None = None
+        self._worker: int | None = None
         self.age = _Window(age)
         self.latency = _Window(latency)
         self.started = time.monotonic()
@@ -417,6 +429,16 @@ class PartitionStats:
     @error.setter
     def error(self, value: str | None) -> None:
         self._error = value
+        self._moved()
+
+    @property
+    def worker(self) -> int | None:
+        """The copier worker slot copying the partition (``tasks.max`` > 1; else ``None``)."""
+        return self._worker
+
+    @worker.setter
+    def worker(self, value: int | None) -> None:
+        self._worker = value
         self._moved()
 
     @property
@@ -481,6 +503,19 @@ class PartitionStatus:
     error: str | None
     stalled: str | None = None  # why the partition is stalled, if it is
     internal: bool = False  # an MM2 topic (heartbeats), not user data
+    worker: int | None = None  # the copier worker slot copying it (tasks.max > 1)
+
+
+@attrs.frozen
+class WorkerStatus:
+    """One copier worker process of a flow (``tasks.max`` > 1), as its supervisor sees it."""
+
+    slot: int
+    pid: int | None  # None while the slot has no process (waiting to restart)
+    partitions: int
+    records_per_second: float
+    restarts: int
+    last_error: str | None = None
 
 
 @attrs.frozen
@@ -518,6 +553,7 @@ class FlowStatus(FlowLagView["PartitionStatus"]):
     checkpoints_emitted: int
     offset_syncs_emitted: int
     stalled: str | None = None  # why the flow is stalled, if it is
+    workers: tuple[WorkerStatus, ...] = ()  # copier worker processes (tasks.max > 1)
 
 
 class StatsRegistry:
@@ -555,6 +591,7 @@ class StatsRegistry:
         # see mirrorlib.runtime.checkpoints: commit -> checkpoint bound, and the syncs' age
         self.checkpoint_commit_age = _Window()
         self.checkpoint_sync_age = _Window()
+        self.workers: tuple[WorkerStatus, ...] = ()  # set by the worker supervisor
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
@@ -572,6 +609,11 @@ class StatsRegistry:
                     )
                     self._members += 1
         return stats
+
+    def partitions(self) -> dict[tuple[str, int], PartitionStats]:
+        """The partitions' live counters (a copy of the map; the counters are shared)."""
+        with self._lock:
+            return dict(self._partitions)
 
     def drop_partition(self, topic: str, partition: int) -> None:
         with self._lock:
@@ -696,6 +738,7 @@ class StatsRegistry:
                 error=r.stats.error,
                 stalled=r.stalled,
                 internal=r.stats.internal,
+                worker=r.stats.worker,
             )
             for r in rows
         )
@@ -711,6 +754,7 @@ class StatsRegistry:
             checkpoints_emitted=self.checkpoints_emitted,
             offset_syncs_emitted=self.offset_syncs_emitted,
             stalled=summary.stalled,
+            workers=self.workers,
         )
 
     def _rates(self, now: float | None = None) -> dict[tuple[str, int], tuple[float, float]]:
@@ -820,6 +864,7 @@ class StatsRegistry:
             name: [] for name in _PER_PARTITION
         }
         columns = [samples[name] for name in _PER_PARTITION]
+        workers: list[tuple[tuple[str, ...], float | HistogramValue]] = []
         topic_rates: dict[str, list[float]] = {}
         no_rate = (0.0, 0.0)
         for r in rows:
@@ -828,6 +873,8 @@ class StatsRegistry:
             for column, value in zip(columns, _partition_values(r), strict=True):
                 if value is not None:  # unknown: no sample
                     column.append((labels, value))
+            if s.worker is not None:
+                workers.append((labels, float(s.worker)))
             record_rate, byte_rate = rates.get((r.topic, r.partition), no_rate)
             acc = topic_rates.get(s.remote_topic)
             if acc is None:
@@ -851,6 +898,22 @@ class StatsRegistry:
             tuple(((*flow, t), h[1].value()) for t, h in sorted(histograms.items())),
         )
         yield from self._flow_families(summary)
+        yield Family(_SPEC["partition_worker"], tuple(workers))
+        for name, per_worker in self._worker_samples().items():
+            yield Family(_SPEC[name], tuple((labels, value) for _, labels, value in per_worker))
+
+    def _worker_samples(self) -> dict[str, list[tuple[int, tuple[str, ...], float]]]:
+        """The samples of :data:`_PER_WORKER` as ``(slot, labels, value)``, in slot order."""
+        flow = (self.source, self.target)
+        samples: dict[str, list[tuple[int, tuple[str, ...], float]]] = {
+            name: [] for name in _PER_WORKER
+        }
+        for w in self.workers:
+            labels = (*flow, str(w.slot))
+            samples["worker_partitions"].append((w.slot, labels, float(w.partitions)))
+            samples["worker_record_rate"].append((w.slot, labels, w.records_per_second))
+            samples["worker_restarts_total"].append((w.slot, labels, float(w.restarts)))
+        return samples
 
     def _flow_families(self, summary: FlowSummary) -> Iterator[Family]:
         """The families with one sample for the whole flow."""
@@ -866,7 +929,7 @@ class StatsRegistry:
 
 # -- incremental reads (a scraper that keeps what it wrote) ---------------------------------------
 
-SampleKey = tuple[str, int] | str | tuple[()]
+SampleKey = tuple[str, int] | str | int | tuple[()]
 Sample = tuple[SampleKey, tuple[str, ...], float | HistogramValue | None]
 
 
@@ -874,7 +937,8 @@ class FamilyDelta(NamedTuple):
     """What changed in the samples of one :class:`MetricSpec` since a cursor's last read.
 
     Each sample has a key: ``(topic, partition)`` (source partition) for per-partition
-    metrics, the remote topic for per-topic ones, ``()`` for the flow's. ``keys`` is every
+    metrics, the remote topic for per-topic ones, the worker slot for per-worker ones, ``()``
+    for the flow's. ``keys`` is every
     sample's key in the order :meth:`StatsRegistry.families` yields them, given when that set
     or order changed (``None``: as last read); ``changed`` holds ``(key, labels, value)`` for
     the samples that are new or whose value changed (value ``None``: no sample now)."""
@@ -901,6 +965,10 @@ def _partition_values(row: _Row) -> tuple[float | None, ...]:
     )  # fmt: skip
 
 
+#: The per-worker metrics (``tasks.max`` > 1), in the order of :data:`METRICS`.
+_PER_WORKER = ("worker_partitions", "worker_record_rate", "worker_restarts_total")
+
+
 class _Seen:
     """A partition as a cursor last read it."""
 
@@ -918,10 +986,11 @@ class MetricsCursor:
     """Reads a :class:`StatsRegistry`'s samples incrementally: each :meth:`read` returns the
     flow's summary and, per metric of :data:`METRICS`, only the samples that changed since the
     previous read (all of them the first time). The work is proportional to what changed:
-    the partitions whose counters, position, end offset or error were set since the last read
-    (the registry collects them as they are written), the partitions with records waiting
-    (their lag in seconds and stall state change with time), the partitions still counted in
-    a rate, and the topics (rates; histograms are rewritten only when they were observed).
+    the partitions whose counters, position, end offset, error or worker were set since the
+    last read (the registry collects them as they are written), the partitions with records
+    waiting (their lag in seconds and stall state change with time), the partitions still
+    counted in a rate, and the topics (rates; histograms are rewritten only when they were
+    observed). The per-worker samples (``tasks.max`` > 1: a few) are all given at each read.
 
     Replaying every delta onto the previous samples gives what :meth:`StatsRegistry.scrape`
     returns at the same time. Make one with :meth:`StatsRegistry.cursor`, one per reader; not
@@ -962,12 +1031,18 @@ class MetricsCursor:
         todo = {k for s in changes if (k := self._keys.get(s)) is not None}
         partitions, summary, rates = self._partitions(todo, now)
         self._read_at = now
-        deltas = [FamilyDelta(_SPEC[name], keys, changed) for name, changed in partitions.items()]
+        deltas = [FamilyDelta(_SPEC[name], keys, partitions[name]) for name in _PER_PARTITION]
         deltas += self._topic_rates(rates)
         deltas += self._topic_histograms(histograms)
         for family in reg._flow_families(summary):
             ((labels, value),) = family.samples
             deltas.append(FamilyDelta(family.spec, ((),), [((), labels, value)]))
+        deltas.append(FamilyDelta(_SPEC["partition_worker"], keys, partitions["partition_worker"]))
+        for name, per_worker in reg._worker_samples().items():  # few workers: all of them
+            changed: list[Sample] = [(slot, labels, value) for slot, labels, value in per_worker]
+            deltas.append(
+                FamilyDelta(_SPEC[name], tuple(slot for slot, _, _ in per_worker), changed)
+            )
         return summary, deltas
 
     def _rejoin(self, items: list[tuple[tuple[str, int], PartitionStats]]) -> tuple[SampleKey, ...]:
@@ -994,8 +1069,11 @@ class MetricsCursor:
         flow = (reg.source, reg.target)
         now_ms = int(time.time() * 1000)
         seen, stats_of = self._seen, self._stats
-        changed: dict[str, list[Sample]] = {name: [] for name in _PER_PARTITION}
+        changed: dict[str, list[Sample]] = {
+            name: [] for name in (*_PER_PARTITION, "partition_worker")
+        }
         lag_s, stalled = changed["replication_lag_seconds"], changed["partition_stalled"]
+        workers = changed["partition_worker"]
         stuck: list[_Row] = []
         for key in todo | self._waiting:
             s = stats_of[key]
@@ -1027,6 +1105,7 @@ class MetricsCursor:
             labels = labels or (*flow, s.remote_topic, str(key[1]))
             for name, value in zip(_PER_PARTITION, _partition_values(row), strict=True):
                 changed[name].append((key, labels, value))
+            workers.append((key, labels, None if s.worker is None else float(s.worker)))
             seen[key] = _Seen(s, labels, row.lag_seconds, bool(row.stalled))
         failing = [(k[0], k[1], e) for k, e in self._failing.items()]
         summary = reg._summary_of(failing, stuck, self._progress)

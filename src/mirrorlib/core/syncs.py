@@ -66,6 +66,7 @@ __all__ = [
     "EmittedSync",
     "OffsetSyncEmitter",
     "SyncLineage",
+    "SyncRecordDecoder",
     "lineage_from_headers",
 ]
 
@@ -168,6 +169,67 @@ def lineage_from_headers(
         return SyncLineage.from_header(found)
     except CodecError:
         return None
+
+
+_TWO_I64 = struct.Struct(">qq")
+#: Distinct keys and writer ids a SyncRecordDecoder remembers before starting afresh.
+_DECODER_CACHE: Final = 1_000_000
+
+
+class SyncRecordDecoder:
+    """Decodes offset-sync records for a reader that takes in many: the same results as
+    :meth:`OffsetSync.decode <mirrorlib.core.records.OffsetSync.decode>` and
+    :func:`lineage_from_headers`, as plain fields, without building values. Keys (one per
+    partition) and writer ids (one per writer session) repeat, so each distinct one is decoded
+    and validated once and remembered (up to a million, then the memory starts afresh).
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[bytes, tuple[str, int]] = {}
+        self._writers: dict[bytes, str | None] = {}
+
+    def decode(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Iterable[tuple[str, bytes | None]] | None,
+    ) -> tuple[str, int, int, int, str | None, int]:
+        """``(topic, partition, upstream, downstream, writer_id, sequence)`` of one record;
+        ``writer_id`` is ``None`` (and ``sequence`` -1) without a readable lineage. Malformed
+        keys or values raise :class:`~mirrorlib.errors.CodecError`."""
+        found = self._keys.get(key) if isinstance(key, bytes) else None
+        if found is None or value is None or len(value) < _TWO_I64.size:
+            sync = OffsetSync.decode(key, value)  # validates, raises CodecError
+            if len(self._keys) >= _DECODER_CACHE:
+                self._keys.clear()
+            if isinstance(key, bytes):
+                self._keys[key] = (sync.topic, sync.partition)
+            up, down = sync.upstream_offset, sync.downstream_offset
+            topic, partition = sync.topic, sync.partition
+        else:
+            topic, partition = found
+            up, down = _TWO_I64.unpack_from(value)
+        raw: bytes | None = None
+        if headers is not None:
+            for name, header in headers:
+                if name == LINEAGE_HEADER:
+                    raw = header if header is not None else b""
+        if raw is None or len(raw) <= _LINEAGE_HEAD.size:
+            return topic, partition, up, down, None, -1
+        fmt, sequence = _LINEAGE_HEAD.unpack_from(raw)
+        if fmt != _LINEAGE_FORMAT or sequence < 0:
+            return topic, partition, up, down, None, -1
+        name_bytes = bytes(raw[_LINEAGE_HEAD.size :])
+        writer = self._writers.get(name_bytes, "")
+        if writer == "":
+            try:
+                writer = SyncLineage(name_bytes.decode("utf-8"), sequence).writer_id
+            except (CodecError, UnicodeDecodeError):
+                writer = None
+            if len(self._writers) >= _DECODER_CACHE:
+                self._writers.clear()
+            self._writers[name_bytes] = writer
+        return topic, partition, up, down, writer, (-1 if writer is None else sequence)
 
 
 @attrs.frozen

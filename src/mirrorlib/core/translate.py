@@ -46,13 +46,15 @@ it and can skip records.
 Memory
 ------
 Per partition: 64 history slots, at most ``max_runs`` runs (default 64; older runs are thinned so
-that they stay spread over exponentially growing age buckets), and the newest sync's lineage -- a
-few kilobytes, independent of the number of syncs.
+that they stay spread over exponentially growing age buckets), and the newest sync's lineage --
+held in flat arrays (the slots as one-byte indexes into a small pool of syncs, runs as
+``array('q')`` triples, writer ids interned once per translator): from about 0.5 KiB for a
+partition without runs to about 3 KiB with 64 runs, independent of the number of syncs.
 """
 
 from __future__ import annotations
 
-import bisect
+from array import array
 from typing import Final
 
 import attrs
@@ -85,64 +87,75 @@ def _wrap64(value: int) -> int:
 _SHIFT: Final = tuple(_wrap64(1 << n) for n in range(SYNCS_PER_PARTITION))
 
 
-class _Slot:
-    """One received sync. Slots are compared by identity, as MM2 compares ``OffsetSync`` objects:
-    the same values received twice are two distinct syncs."""
-
-    __slots__ = ("down", "up")
-
-    def __init__(self, up: int, down: int) -> None:
-        self.up = up
-        self.down = down
-
-
-def _invariant_b(x: _Slot, y: _Slot, i: int, j: int) -> bool:
-    """MM2 invariant B for slots i < j: ``x.up <= y.up + 2^j - 2^i`` (Java long arithmetic)."""
-    bound = _wrap64(y.up + _SHIFT[j] - _SHIFT[i])
-    return x is y or bound < 0 or x.up <= bound
+# Invariant B compares slots i and i + 1: its bound is ``up + 2^(i+1) - 2^i``; invariant C's for
+# slot i is ``up + 2^max(i-2, 0)``. Both as Java long arithmetic: the steps are wrapped here, and
+# a sum is wrapped only when it leaves the int64 range (the common case needs no wrap).
+_STEP_B: Final = tuple(
+    _wrap64(_SHIFT[i + 1] - _SHIFT[i]) for i in range(SYNCS_PER_PARTITION - 1)
+)
+_STEP_C: Final = tuple(_SHIFT[max(i - 2, 0)] for i in range(SYNCS_PER_PARTITION))
+_INT64_MAX: Final = 2**63 - 1
 
 
-def _invariant_c(x: _Slot, y: _Slot, i: int) -> bool:
-    """MM2 invariant C for slot i: ``x.up >= y.up + 2^max(i-2, 0)`` (Java long arithmetic)."""
-    bound = _wrap64(y.up + _SHIFT[max(i - 2, 0)])
-    return x is y or (bound >= 0 and x.up >= bound)
+def _plus(up: int, step: int) -> int:
+    total = up + step
+    return total if _INT64_MIN <= total <= _INT64_MAX else _wrap64(total)
 
 
-def _updated_slots(original: list[_Slot], new: _Slot) -> list[_Slot]:
+def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> bytearray:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
-    Slot 0 takes the new sync. Walking up the array, each slot whose sync became too old for its
-    position (invariant B) is replaced by the best candidate from the old array: the newest one
-    that is recent enough (B) and separated from its neighbours (C). The walk stops at the first
-    slot that still satisfies B, since B then holds for all later slots.
+    Slots hold indexes into the partition's pool of syncs (``pool[2 * k]`` is the upstream offset
+    of pool entry ``k``); two slots hold the same sync when they hold the same index, as MM2
+    compares ``OffsetSync`` objects by identity. Slot 0 takes the new sync ``new``. Walking up the
+    array, each slot whose sync became too old for its position (invariant B: ``x.up <= y.up +
+    2^j - 2^i`` for slots i < j) is replaced by the best candidate from the old array: the newest
+    one that is recent enough (B) and separated from its neighbours (invariant C: ``x.up >= y.up
+    + 2^max(i-2, 0)``). The walk stops at the first slot that still satisfies B, since B then
+    holds for all later slots. (Written out inline: it runs for every offset sync read.)
     """
-    slots = list(original)
+    slots = bytearray(original)
     replacement = new
     replacement_index = 0
     slots[0] = new
+    last = SYNCS_PER_PARTITION - 1
     for current in range(1, SYNCS_PER_PARTITION):
         previous = current - 1
+        prev_slot = slots[previous]
+        prev_up = pool[2 * prev_slot]
+        step_b, step_c = _STEP_B[previous], _STEP_C[previous]
+        following = slots[current + 1] if current < last else -1
+        next_bound = _plus(pool[2 * following], _STEP_C[current]) if following >= 0 else 0
         while True:
             old = original[replacement_index]
-            is_recent = _invariant_b(slots[previous], old, previous, current)
-            separated_from_previous = _invariant_c(slots[previous], old, previous)
-            nxt = current + 1
-            separated_from_next = nxt >= SYNCS_PER_PARTITION or _invariant_c(
-                old, slots[nxt], current
-            )
-            duplicate = (
-                replacement_index + 1 < SYNCS_PER_PARTITION
-                and old is original[replacement_index + 1]
-            )
+            old_up = pool[2 * old]
+            if prev_slot == old:
+                is_recent = separated_from_previous = True
+            else:
+                bound = old_up + step_b
+                if not _INT64_MIN <= bound <= _INT64_MAX:
+                    bound = _wrap64(bound)
+                is_recent = bound < 0 or prev_up <= bound
+                bound = old_up + step_c
+                if bound > _INT64_MAX:
+                    bound = _wrap64(bound)
+                separated_from_previous = bound >= 0 and prev_up >= bound
+            separated_from_next = following in (-1, old) or (0 <= next_bound <= old_up)
             promote = is_recent and separated_from_previous and separated_from_next
             if promote:
                 replacement = old
-            skip = duplicate or not separated_from_previous
+            skip = not separated_from_previous or (
+                replacement_index < last and old == original[replacement_index + 1]
+            )
             if promote or skip:
                 replacement_index += 1
             if not (replacement_index < current and skip):
                 break
-        if _invariant_b(slots[previous], slots[current], previous, current):
+        here = slots[current]
+        if prev_slot == here:
+            break
+        bound = _plus(pool[2 * here], step_b)
+        if bound < 0 or prev_up <= bound:
             break
         slots[current] = replacement
     return slots
@@ -166,54 +179,94 @@ class ExactRun:
         return None
 
 
-class _Run:
-    __slots__ = ("down", "end", "start", "writer")
-
-    def __init__(self, start: int, end: int, down: int, writer: str) -> None:
-        self.start = start
-        self.end = end
-        self.down = down
-        self.writer = writer
-
-
-def _run_start(run: _Run) -> int:
-    return run.start
+#: Smallest pool size at which unreferenced entries are dropped (then at twice what remains).
+_POOL_MIN: Final = 12
+_U16_MAX: Final = 0xFFFF
 
 
 class _Partition:
-    """Translation state of one partition: MM2's slots, exact runs, and the newest lineage."""
+    """Translation state of one partition, in flat arrays (about 0.5 to 3 KiB):
 
-    __slots__ = ("lineage", "runs", "slots")
+    * ``pool``: received syncs as ``up, down`` pairs; ``slots`` (64 bytes) holds MM2's history as
+      indexes into it. Unreferenced entries are dropped when the pool reaches ``limit`` entries,
+      twice the entries that remained last time (usually about ten distinct syncs are referenced).
+    * ``runs``: exact runs as ``start, end, down`` triples, oldest first; ``writers``: each
+      run's interned writer id (an index into the translator's table).
+    * ``writer``/``sequence``: the newest sync's lineage (``writer == -1``: none).
+    * ``generation``: changes whenever the history is cleared (see
+      :meth:`OffsetTranslator.stamp`).
+    """
 
-    def __init__(self, first: _Slot, lineage: SyncLineage | None) -> None:
-        self.slots: list[_Slot] = [first] * SYNCS_PER_PARTITION
-        self.runs: list[_Run] = []
-        self.lineage = lineage
+    __slots__ = ("generation", "limit", "pool", "runs", "sequence", "slots", "writer", "writers")
 
-    def clear(self, sync: _Slot) -> None:
-        self.slots = [sync] * SYNCS_PER_PARTITION
-        self.runs.clear()
+    def __init__(self, up: int, down: int, writer: int, sequence: int, generation: int) -> None:
+        self.pool = array("q", (up, down))
+        self.slots = bytes(SYNCS_PER_PARTITION)
+        self.runs = array("q")
+        self.writers = array("H")  # widened to "i" past 65,535 interned writer ids
+        self.limit = _POOL_MIN
+        self.writer = writer
+        self.sequence = sequence
+        self.generation = generation
+
+    def clear(self, up: int, down: int, generation: int) -> None:
+        self.pool = array("q", (up, down))
+        self.slots = bytes(SYNCS_PER_PARTITION)
+        del self.runs[:]
+        del self.writers[:]
+        self.generation = generation
+
+    def push(self, up: int, down: int) -> None:
+        """Append a sync to the pool and update the history slots with it."""
+        pool = self.pool
+        if len(pool) >= 2 * self.limit:
+            pool = self._compact()
+        pool.append(up)
+        pool.append(down)
+        self.slots = bytes(_updated_slots(self.slots, pool, len(pool) // 2 - 1))
+
+    def _compact(self) -> array[int]:
+        keep = sorted(set(self.slots))
+        remap = {old: new for new, old in enumerate(keep)}
+        pool = self.pool
+        self.pool = array("q", (pool[2 * k + d] for k in keep for d in (0, 1)))
+        self.slots = bytes(remap[k] for k in self.slots)
+        self.limit = max(_POOL_MIN, 2 * len(keep))
+        return self.pool
+
+    def head(self) -> tuple[int, int]:
+        """The newest sync's ``(up, down)``."""
+        k = 2 * self.slots[0]
+        return self.pool[k], self.pool[k + 1]
+
+    def sync(self, k: int) -> tuple[int, int]:
+        return self.pool[2 * k], self.pool[2 * k + 1]
 
     def mm2(self, upstream_offset: int) -> int | None:
+        pool = self.pool
         chosen = self.slots[-1]
         for slot in self.slots:
-            if slot.up <= upstream_offset:
+            if pool[2 * slot] <= upstream_offset:
                 chosen = slot
                 break
-        if chosen.up > upstream_offset:
+        up = pool[2 * chosen]
+        if up > upstream_offset:
             return None  # older than all retained history; MM2 answers -1
-        return chosen.down + (0 if upstream_offset == chosen.up else 1)
+        return pool[2 * chosen + 1] + (0 if upstream_offset == up else 1)
 
     def from_runs(self, upstream_offset: int) -> int | None:
         """Exact inside a run; past a run's end, MM2's ``+1`` rule applied to the run's end
         sync (which MM2's thinned history may no longer hold)."""
-        i = bisect.bisect_right(self.runs, upstream_offset, key=_run_start) - 1
+        runs = self.runs
+        i = len(runs) - 3
+        while i >= 0 and runs[i] > upstream_offset:
+            i -= 3
         if i < 0:
             return None
-        run = self.runs[i]
-        if upstream_offset <= run.end:
-            return run.down + (upstream_offset - run.start)
-        return run.down + (run.end - run.start) + 1
+        start, end, down = runs[i], runs[i + 1], runs[i + 2]
+        if upstream_offset <= end:
+            return down + (upstream_offset - start)
+        return down + (end - start) + 1
 
 
 class OffsetTranslator:
@@ -236,6 +289,10 @@ class OffsetTranslator:
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._loading = False
         self._only_last = False
+        # Interned writer ids: runs and lineages hold an index into _writers.
+        self._writer_index: dict[str, int] = {}
+        self._writers: list[str] = []
+        self._generation = 0
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -260,58 +317,91 @@ class OffsetTranslator:
 
     def add(self, sync: OffsetSync, lineage: SyncLineage | None = None) -> None:
         """Record ``sync`` (the next one in the offset-syncs topic), with its lineage if any."""
-        key = (sync.topic, sync.partition)
-        up, down = sync.upstream_offset, sync.downstream_offset
-        new = _Slot(up, down)
+        if lineage is None:
+            self.add_offsets(sync.topic, sync.partition, sync.upstream_offset,
+                             sync.downstream_offset)  # fmt: skip
+        else:
+            self.add_offsets(sync.topic, sync.partition, sync.upstream_offset,
+                             sync.downstream_offset, lineage.writer_id, lineage.sequence)  # fmt: skip
+
+    def add_offsets(
+        self,
+        topic: str,
+        partition: int,
+        upstream_offset: int,
+        downstream_offset: int,
+        writer_id: str | None = None,
+        sequence: int = -1,
+    ) -> None:
+        """:meth:`add` without building the values: the sync ``(topic, partition,
+        upstream_offset, downstream_offset)`` with lineage ``(writer_id, sequence)`` (``writer_id
+        None``: no lineage). For readers that decode records themselves."""
+        if writer_id is None:
+            writer = -1
+        else:
+            found = self._writer_index.get(writer_id)
+            if found is None:
+                found = self._writer_index[writer_id] = len(self._writers)
+                self._writers.append(writer_id)
+            writer = found
+        up, down = upstream_offset, downstream_offset
+        key = (topic, partition)
         part = self._partitions.get(key)
         if part is None:
-            self._partitions[key] = _Partition(new, lineage)
+            self._generation += 1
+            self._partitions[key] = _Partition(up, down, writer, sequence, self._generation)
             return
-        head = part.slots[0]
-        upstream_rewind = up < head.up
-        downstream_rewind = down < head.down or (down == head.down and up != head.up)
+        head_up, head_down = part.head()
+        upstream_rewind = up < head_up
+        downstream_rewind = down < head_down or (down == head_down and up != head_up)
         if self._only_last or upstream_rewind or downstream_rewind:
-            part.clear(new)
+            self._generation += 1
+            part.clear(up, down, self._generation)
         else:
-            part.slots = _updated_slots(part.slots, new)
-            previous = part.lineage
+            part.push(up, down)
             if (
-                lineage is not None
-                and previous is not None
-                and lineage.writer_id == previous.writer_id
-                and lineage.sequence == previous.sequence + 1
-                and up > head.up
-                and up - head.up == down - head.down
+                writer >= 0
+                and writer == part.writer
+                and sequence == part.sequence + 1
+                and up > head_up
+                and up - head_up == down - head_down
             ):
-                self._extend_runs(part, head.up, up, head.down, lineage.writer_id)
-        part.lineage = lineage
+                self._extend_runs(part, head_up, up, head_down, writer)
+        part.writer = writer
+        part.sequence = sequence
 
-    def _extend_runs(self, part: _Partition, start: int, end: int, down: int, writer: str) -> None:
+    def _extend_runs(self, part: _Partition, start: int, end: int, down: int, writer: int) -> None:
         runs = part.runs
         if runs:
-            last = runs[-1]
-            if last.end == start and last.down + (start - last.start) == down:
-                last.end = end
+            last_start, last_end, last_down = runs[-3], runs[-2], runs[-1]
+            if last_end == start and last_down + (start - last_start) == down:
+                runs[-2] = end
                 return
-        runs.append(_Run(start, end, down, writer))
-        if len(runs) > self._max_runs:
-            self._thin(runs, end)
+        runs.extend((start, end, down))
+        if writer > _U16_MAX and part.writers.typecode == "H":
+            part.writers = array("i", part.writers)
+        part.writers.append(writer)
+        if len(part.writers) > self._max_runs:
+            self._thin(part, end)
 
     @staticmethod
-    def _thin(runs: list[_Run], head_up: int) -> None:
+    def _thin(part: _Partition, head_up: int) -> None:
         """Drop one run (never the newest): from the most crowded age bucket (age measured from
         the newest sync, buckets growing exponentially; older bucket on ties), the shortest run
         (older on ties). Recent history stays dense, older history sparser, like MM2's slots."""
+        runs = part.runs
+        count = len(part.writers) - 1
         counts: dict[int, int] = {}
-        buckets = [(head_up - run.end).bit_length() for run in runs[:-1]]
+        buckets = [(head_up - runs[3 * i + 1]).bit_length() for i in range(count)]
         for b in buckets:
             counts[b] = counts.get(b, 0) + 1
         crowded = max(counts, key=lambda b: (counts[b], b))
         victim = min(
             (i for i, b in enumerate(buckets) if b == crowded),
-            key=lambda i: (runs[i].end - runs[i].start, i),
+            key=lambda i: (runs[3 * i + 1] - runs[3 * i], i),
         )
-        del runs[victim]
+        del runs[3 * victim : 3 * victim + 3]
+        del part.writers[victim]
 
     # -- translating -----------------------------------------------------------------------------
 
@@ -363,15 +453,29 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return None
-        head = part.slots[0]
-        return OffsetSync(topic, partition, head.up, head.down)
+        return OffsetSync(topic, partition, *part.head())
+
+    def stamp(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``(generation, newest upstream offset)`` of the partition's syncs, or ``None``.
+
+        The generation changes whenever the partition's history is cleared (a rewind, or the
+        partition forgotten and seen again). While it stays the same, a new sync can raise the
+        answer of :meth:`translate` only for offsets above the newest upstream offset it had:
+        below it, later syncs only thin the history out. So a reader that translated ``u`` under
+        stamp ``(g, h)`` with ``u <= h`` gets nothing newer by translating it again under
+        ``(g, h')`` -- which is what lets the checkpoint task skip unchanged pairs.
+        """
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            return None
+        return part.generation, part.head()[0]
 
     def history_slots(self, topic: str, partition: int) -> list[OffsetSync]:
         """The 64 MM2 history slots, newest first (repeats included); empty if unknown."""
         part = self._partitions.get((topic, partition))
         if part is None:
             return []
-        return [OffsetSync(topic, partition, s.up, s.down) for s in part.slots]
+        return [OffsetSync(topic, partition, *part.sync(k)) for k in part.slots]
 
     def history(self, topic: str, partition: int) -> list[OffsetSync]:
         """The distinct retained syncs, newest first."""
@@ -379,11 +483,11 @@ class OffsetTranslator:
         if part is None:
             return []
         out: list[OffsetSync] = []
-        previous: _Slot | None = None
-        for s in part.slots:
-            if s is not previous:
-                out.append(OffsetSync(topic, partition, s.up, s.down))
-            previous = s
+        previous = -1
+        for k in part.slots:
+            if k != previous:
+                out.append(OffsetSync(topic, partition, *part.sync(k)))
+            previous = k
         return out
 
     def runs(self, topic: str, partition: int) -> list[ExactRun]:
@@ -391,7 +495,11 @@ class OffsetTranslator:
         part = self._partitions.get((topic, partition))
         if part is None:
             return []
-        return [ExactRun(r.start, r.end, r.down, r.writer) for r in part.runs]
+        r, writers = part.runs, self._writers
+        return [
+            ExactRun(r[3 * i], r[3 * i + 1], r[3 * i + 2], writers[w])
+            for i, w in enumerate(part.writers)
+        ]
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop everything known about the partition."""

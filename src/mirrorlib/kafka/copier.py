@@ -65,7 +65,20 @@ exactly-once, committed transactions) is a :class:`~mirrorlib.kafka.commit.Commi
 
 Partitions are shared between processes running the same flow through a consumer group on the
 source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
-target's offsets topic, never from that group, which commits nothing.
+target's offsets topic, never from that group, which commits nothing. With ``node.id`` set, the
+copier is a *static* member of that group (``group.instance.id``): a restarted process gets its
+partitions back at once instead of after the session timeout.
+
+Worker mode (``tasks.max`` > 1)
+-------------------------------
+A copier worker process (:mod:`mirrorlib.runtime.worker`) runs a copier with a
+:class:`DirectAssignment`: no group, ``assign`` of the partitions its parent gives it
+(incrementally), each resumed from its stored position; and a ``transactional_id`` of its own
+slot: whatever the delivery mode, records and positions go through the exactly-once
+:class:`~mirrorlib.kafka.commit.TransactionCommitter` (the fence of the slot), and a producer
+that dies (fenced by a newer process of the slot, or any fatal error) ends the copier
+(:attr:`Copier.fenced`) instead of being recreated with the same id. Its offset syncs go to a
+``sync_sink`` (the parent writes them).
 """
 
 from __future__ import annotations
@@ -75,8 +88,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -104,16 +117,18 @@ from mirrorlib.core.status import FlowState, PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf, client_log
-from mirrorlib.kafka.commit import Committer, committer_for
+from mirrorlib.kafka.commit import Committer, TransactionCommitter, committer_for
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 
-__all__ = ["Copier", "DataLossError"]
+__all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
 
 log = logging.getLogger(__name__)
 
 #: back-off (seconds) of a copier restart and of a parked partition's retries
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
+# seconds between two renewals of a stale static-member assignment
+_RESUBSCRIBE_MIN_S = 10.0
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
 # errors of a produce call or delivery report that mean the producer itself is dead (fenced by
@@ -129,6 +144,38 @@ def _fatal_error(err: object) -> KafkaError | None:
     if isinstance(err, KafkaError) and (err.fatal() or err.code() in _PRODUCER_DEAD):
         return err
     return None
+
+
+class SyncSink(Protocol):
+    """Where a copier's due offset syncs go (by default an
+    :class:`~mirrorlib.kafka.offset_syncs.OffsetSyncWriter`)."""
+
+    def send(self) -> None: ...
+
+    def poll(self) -> None: ...
+
+    def flush(self, timeout: float) -> int: ...
+
+
+class DirectAssignment:
+    """The partitions a worker copier is to copy, set from another thread (see the module).
+
+    :meth:`set` publishes a numbered assignment; the copier applies it on its next round (its
+    dropped partitions committed and unassigned first) and then calls ``applied(version)``."""
+
+    def __init__(self, applied: Callable[[int], None]) -> None:
+        self._lock = threading.Lock()
+        self._version = -1
+        self._partitions: frozenset[tuple[str, int]] = frozenset()
+        self.applied = applied
+
+    def set(self, version: int, partitions: Iterable[tuple[str, int]]) -> None:
+        with self._lock:
+            self._version, self._partitions = version, frozenset(partitions)
+
+    def wanted(self) -> tuple[int, frozenset[tuple[str, int]]]:
+        with self._lock:
+            return self._version, self._partitions
 
 
 class _Part(PartitionProgress):
@@ -174,8 +221,20 @@ class Copier:
         catalog: TopicCatalog,
         stats: StatsRegistry,
         positions: PositionStore,
+        *,
+        assignment: DirectAssignment | None = None,
+        transactional_id: str | None = None,
+        sync_sink: Callable[[OffsetSyncEmitter], SyncSink] | None = None,
     ) -> None:
         self.s = settings
+        self._direct = assignment
+        self._direct_version = -1  # the assignment version applied
+        # worker mode: this id, transactions in any delivery mode, a dead producer ends the copier
+        self._transactional_id = transactional_id
+        self._transactional = transactional_id is not None or settings.exactly_once_enabled
+        self._sync_sink = sync_sink
+        self.fenced: str | None = None
+        """Why the copier ended because its (worker) producer died or was fenced."""
         self.catalog = catalog
         self.stats = stats
         self.positions = positions
@@ -187,7 +246,8 @@ class Copier:
         self._remote_of: dict[str, RemoteTopic] = {}
         self._catalog_version = -1
         self._subscribed: list[str] = []
-        self.committer: Committer = committer_for(settings)(
+        committer = TransactionCommitter if transactional_id else committer_for(settings)
+        self.committer: Committer = committer(
             settings,
             positions,
             self.emitter,
@@ -199,7 +259,7 @@ class Copier:
         self._last_watermarks = 0.0
         self._consumer: Any = None
         self._producer: Any = None
-        self._syncs: OffsetSyncWriter | None = None
+        self._syncs: SyncSink | None = None
         self.failed: str | None = None
         self._degraded: set[str] = set()
         # fatal errors of the open clients ("source", "target"): they are recreated
@@ -208,6 +268,7 @@ class Copier:
         self._stuck_reason = ""  # its last problem
         self._last_latency_sample = 0.0
         self._acked_since_sample: set[_Part] = set()  # latency sampling visits only these
+        self._resubscribed = 0.0  # when a stale static assignment was last renewed
         self._stopping = threading.Event()  # the stop request of `run`
 
     # -- clients ---------------------------------------------------------------------------------
@@ -215,7 +276,7 @@ class Copier:
     def _open(self) -> None:
         s = self.s
         self._fatal.clear()
-        cconf: dict[str, Any] = dict(s.source_consumer)
+        cconf = s.record_consumer()
         cconf.update(
             {
                 "group.id": s.copier_group_id,
@@ -223,6 +284,7 @@ class Copier:
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",  # we apply the reset rule ourselves: no silent jumps
                 "partition.assignment.strategy": "cooperative-sticky",
+                **({"group.instance.id": s.group_instance_id} if s.group_instance_id else {}),
                 "enable.partition.eof": False,
                 "error_cb": self._client_error("source", s.source),
             }
@@ -240,14 +302,16 @@ class Copier:
             logger=client_log(lambda line: self._client_problem("target", line)),
         )
         self._batch_size = int(pconf["batch.size"])
-        if s.exactly_once_enabled:
-            pconf["transactional.id"] = s.transactional_id
+        if self._transactional:
+            pconf["transactional.id"] = self._transactional_id or s.transactional_id
         self._producer = Producer(client_conf(pconf))
         self._stuck.moved()
-        if s.exactly_once_enabled:
+        if self._transactional:
             self._producer.init_transactions(s.admin_timeout)
         self.committer.open(self._producer)
-        if s.emit_offset_syncs_enabled:
+        if s.emit_offset_syncs_enabled and self._sync_sink is not None:
+            self._syncs = self._sync_sink(self.emitter)
+        elif s.emit_offset_syncs_enabled:
             self._syncs = OffsetSyncWriter(
                 s.offset_syncs_producer,
                 s.offset_syncs_topic,
@@ -284,6 +348,7 @@ class Copier:
         self._queued.clear()
         self._subscribed = []
         self._catalog_version = -1
+        self._direct_version = -1
 
     # -- main loop -------------------------------------------------------------------------------
 
@@ -302,6 +367,9 @@ class Copier:
                 self.stats.set_error("copier", None)
                 backoff.reset()
                 stuck = self._loop(stop)
+                if stuck is not None and self._transactional_id is not None:
+                    self._end_worker(f"the producer was stuck: {stuck}")
+                    return
                 if stuck is not None:
                     self._producer_stuck(stuck)
                     self._close(graceful=False)
@@ -318,6 +386,13 @@ class Copier:
                 dead = self._fatal.get("target")
                 if dead is None and "source" not in self._fatal:
                     dead = _fatal_error(exc)  # raised by a producer call (poll, flush, commit)
+                if self._transactional_id is not None:  # one producer epoch per worker
+                    reason = (
+                        f"{dead.name()}: {dead.str()}" if dead else f"{type(exc).__name__}: {exc}"
+                    )
+                    log.debug("flow %s: worker copier failed", self.s.name, exc_info=True)
+                    self._end_worker(reason)
+                    return
                 if dead is not None:
                     self._producer_died(dead, delay)
                 else:
@@ -349,6 +424,26 @@ class Copier:
             delay,
         )
 
+    def _end_worker(self, reason: str) -> None:
+        """Worker mode: the producer of this slot died, was fenced (a newer process of the slot
+        initialised the same transactional id) or the clients failed. Nothing more is written:
+        the copier ends without flushing, committing or re-initialising the id (that could fence
+        a newer process of the slot in turn); the supervisor starts a new process."""
+        self.fenced = reason
+        self.committer.close()
+        self._producer = None  # not flushed: whatever it holds is aborted or fenced
+        self._syncs = None
+        self.stats.set_error("copier", f"producer to {self.s.target} ended: {self.fenced}")
+        log.error(
+            "flow %s: the producer %s to %s ended (%s); the worker stops",
+            self.s.name,
+            self._transactional_id,
+            self.s.target,
+            self.fenced,
+        )
+        with contextlib.suppress(Exception):
+            self._close(graceful=False)
+
     def _producer_stuck(self, reason: str) -> None:
         """The target producer has not written for :data:`~mirrorlib.core.stalls.STUCK_PRODUCER_S`,
         reporting ``reason``: it is recreated, as after a fatal error (nothing more is written
@@ -372,22 +467,20 @@ class Copier:
         producer = self._producer
         batch = s.consume_batch
         committer = self.committer
-        full = False
         while not stop.is_set():
             self._sync_subscription()
-            if not self._subscribed:
+            if self._direct is not None:
+                self._sync_assignment()
+            if not (self._parts if self._direct is not None else self._subscribed):
                 stop.wait(0.2)
                 continue
             queued = bool(self._queued)  # paced partitions wait for acknowledgements: no blocking
-            if full:  # a backlog: fill whole batches (returns as soon as `batch` are there)
-                msgs = consumer.consume(batch, timeout=0.1)
-            else:
-                # Caught up: block only until the first record, then take what is already
-                # fetched. consume(n, t) alone waits the whole timeout unless n records arrive,
-                # which put a 100 ms floor under replication latency.
-                first = consumer.poll(0.0 if queued else 0.1)
-                msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
-            full = len(msgs) >= batch
+            # Block only until the first record, then take what is already fetched, backlog or
+            # not: consume(n, t) waits until n records arrive or t passes, and while it waited
+            # the records it held were neither produced nor their delivery reports served
+            # (docs/benchmarks.md, "Where the copier waited").
+            first = consumer.poll(0.0 if queued else 0.1)
+            msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
             if msgs and "source" in self._degraded:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)
@@ -409,6 +502,7 @@ class Copier:
                 self._sample_latency()
                 self._last_latency_sample = now
             if now - self._last_watermarks >= 2.0:
+                self._check_static_assignment(now)
                 self._refresh_end_offsets()
                 self._last_watermarks = now
                 waiting = any(p.outstanding for p in self._parts.values())
@@ -511,7 +605,7 @@ class Copier:
         st.byte_count += nbytes
         if last_ts > 0:  # record-age-ms, sampled once per run
             st.age.record(time.time() * 1000.0 - last_ts)
-        if self.s.exactly_once_enabled:
+        if self._transactional:
             part.txn_last = last_offset
 
     def _refused(self, part: _Part, offset: int, exc: KafkaException) -> None:
@@ -750,6 +844,8 @@ class Copier:
                 if rt.max_message_bytes != part.max_bytes:
                     part.max_bytes = rt.max_message_bytes
                     part.budget = batch_budget(part.max_bytes, self._batch_size)
+        if self._direct is not None:
+            return  # worker mode: the parent assigns partitions (_sync_assignment)
         names = sorted(topics)
         if names == self._subscribed:
             return
@@ -760,6 +856,50 @@ class Copier:
             )
         else:
             self._consumer.unsubscribe()
+
+    def _sync_assignment(self) -> None:
+        """Worker mode: apply the parent's latest assignment (dropped partitions are committed
+        and unassigned first), then confirm it."""
+        assert self._direct is not None
+        version, wanted = self._direct.wanted()
+        if version == self._direct_version:
+            return
+        gone = [KafkaTopicPartition(t, p) for (t, p) in sorted(set(self._parts) - wanted)]
+        if gone:
+            self._on_revoke(self._consumer, gone)
+        new = [KafkaTopicPartition(t, p) for (t, p) in sorted(wanted - set(self._parts))]
+        if new:
+            self._on_assign(self._consumer, new)
+        self._direct_version = version
+        self._direct.applied(version)
+
+    def _check_static_assignment(self, now: float) -> None:
+        """A static member (``group.instance.id``) that rejoins as the group's leader gets its
+        previous assignment back without a rebalance, even when its subscription changed
+        (librdkafka does not act on the broker's "skip assignment"): partitions of topics it no
+        longer subscribes to are held paused (never copied) and the subscription is renewed,
+        which makes the group assign again."""
+        if self._direct is not None or not self.s.group_instance_id or not self._subscribed:
+            return
+        if now - self._resubscribed < _RESUBSCRIBE_MIN_S:
+            return
+        stale = [t for t in self._consumer.assignment() if t.topic not in self._subscribed]
+        if not stale:
+            return
+        self._resubscribed = now
+        log.info(
+            "flow %s: the group assigned partitions of topics not replicated any more (%s): "
+            "subscribing again",
+            self.s.name,
+            sorted({t.topic for t in stale}),
+        )
+        self._consumer.unsubscribe()
+        self._consumer.subscribe(
+            self._subscribed,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
 
     def _refresh_target_metadata(self, topics: list[str]) -> None:
         """Make the producer learn the partition counts of remote topics now (librdkafka
@@ -774,6 +914,13 @@ class Copier:
                 log.warning("flow %s: metadata of %s not refreshed: %s", self.s.name, topic, exc)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        foreign = [
+            t for t in partitions if self._direct is None and t.topic not in self._subscribed
+        ]
+        if foreign:  # a static member's stale assignment: held paused, never copied
+            consumer.incremental_assign(foreign)
+            consumer.pause(foreign)
+            partitions = [t for t in partitions if t.topic in self._subscribed]
         if not partitions:
             consumer.incremental_assign([])
             return

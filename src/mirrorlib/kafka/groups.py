@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -20,13 +20,27 @@ from mirrorlib.errors import ClusterError, ClusterTimeoutError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.tls import failure_reason, tls_failure
 
-__all__ = ["GroupAdmin", "GroupState"]
+__all__ = ["IN_FLIGHT", "GroupAdmin", "GroupState"]
+
+#: Requests :meth:`GroupAdmin.committed_offsets_many` and ``commit_offsets_many`` keep in flight.
+IN_FLIGHT = 500
 
 
 #: Client-side errors meaning the cluster did not answer (not an answer about the group).
 _UNREACHABLE = frozenset(
     {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
 )
+
+
+def _offsets(result: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp in result.topic_partitions or []:
+        if tp.error is not None or tp.offset < 0:
+            continue
+        out[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
+            tp.offset, tp.metadata or ""
+        )
+    return out
 
 
 class GroupState(StrEnum):
@@ -79,14 +93,50 @@ class GroupAdmin:
         futures = self._admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
         )
-        result = self._wait(futures[group], f"listing offsets of group {group}")
-        out: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp in result.topic_partitions or []:
-            if tp.error is not None or tp.offset < 0:
-                continue
-            out[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
-                tp.offset, tp.metadata or ""
-            )
+        return _offsets(self._wait(futures[group], f"listing offsets of group {group}"))
+
+    def committed_offsets_many(
+        self, groups: Iterable[str]
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata] | ClusterError]:
+        """:meth:`committed_offsets` of many groups, with up to :data:`IN_FLIGHT` requests
+        outstanding at a time (confluent-kafka's ``list_consumer_group_offsets`` takes one group
+        per request). A group whose read failed maps to the error instead."""
+        out: dict[str, dict[TopicPartition, OffsetAndMetadata] | ClusterError] = {}
+        pending = list(groups)
+        for start in range(0, len(pending), IN_FLIGHT):
+            chunk = pending[start : start + IN_FLIGHT]
+            futures = {
+                g: self._admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(g)], request_timeout=self.timeout
+                )[g]
+                for g in chunk
+            }
+            for group, future in futures.items():
+                try:
+                    result = self._wait(future, f"listing offsets of group {group}")
+                except ClusterError as exc:
+                    out[group] = exc
+                    continue
+                out[group] = _offsets(result)
+        return out
+
+    def commit_offsets_many(
+        self, offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]]
+    ) -> dict[str, ClusterError | None]:
+        """:meth:`commit_offsets` for many groups, up to :data:`IN_FLIGHT` requests outstanding
+        at a time; maps each group to ``None`` or the error of its commit."""
+        out: dict[str, ClusterError | None] = {}
+        items = [(g, o) for g, o in offsets.items() if o]
+        for start in range(0, len(items), IN_FLIGHT):
+            futures = {g: self._commit_future(g, o) for g, o in items[start : start + IN_FLIGHT]}
+            for group, future in futures.items():
+                try:
+                    self._check_commit(
+                        group, self._wait(future, f"committing offsets of group {group}")
+                    )
+                    out[group] = None
+                except ClusterError as exc:
+                    out[group] = exc
         return out
 
     def states(self, groups: list[str]) -> dict[str, GroupState]:
@@ -133,16 +183,23 @@ class GroupAdmin:
         """Write committed offsets for a group that has no active members."""
         if not offsets:
             return
+        future = self._commit_future(group, offsets)
+        self._check_commit(group, self._wait(future, f"committing offsets of group {group}"))
+
+    def _commit_future(
+        self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> Any:
         tps = [
             KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata)
             if om.metadata
             else KafkaTopicPartition(tp.topic, tp.partition, om.offset)
             for tp, om in sorted(offsets.items())
         ]
-        futures = self._admin.alter_consumer_group_offsets(
+        return self._admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout
-        )
-        result = self._wait(futures[group], f"committing offsets of group {group}")
+        )[group]
+
+    def _check_commit(self, group: str, result: Any) -> None:
         errors = [
             f"{tp.topic}-{tp.partition}: {tp.error}"
             for tp in result.topic_partitions or []

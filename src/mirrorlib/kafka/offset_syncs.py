@@ -53,19 +53,23 @@ class OffsetSyncWriter:
     def send(self) -> None:
         """Queue every pending sync (call it right after ``emitter.record`` returns True)."""
         for emitted in self.emitter.take_pending():
-            headers: list[tuple[str, str | bytes | None]] = list(emitted.headers())
-            try:
-                self._producer.produce(
-                    self.topic,
-                    emitted.sync.encode_value(),
-                    emitted.sync.encode_key(),
-                    0,
-                    headers=headers,
-                    on_delivery=self._delivered(emitted),
-                )
-            except (BufferError, KafkaException) as exc:
-                log.warning("flow %s: offset sync %s not queued: %s", self.flow, emitted.sync, exc)
-                self._failed(emitted)
+            self.write(emitted)
+
+    def write(self, emitted: EmittedSync) -> None:
+        """Queue one taken sync (a copier worker's, written by its parent process)."""
+        headers: list[tuple[str, str | bytes | None]] = list(emitted.headers())
+        try:
+            self._producer.produce(
+                self.topic,
+                emitted.sync.encode_value(),
+                emitted.sync.encode_key(),
+                0,
+                headers=headers,
+                on_delivery=self._delivered(emitted),
+            )
+        except (BufferError, KafkaException) as exc:
+            log.warning("flow %s: offset sync %s not queued: %s", self.flow, emitted.sync, exc)
+            self._failed(emitted)
 
     def poll(self) -> None:
         """Serve delivery reports."""

@@ -1,19 +1,40 @@
 """Checkpoints and group offset sync for a flow A->B (MM2's MirrorCheckpointConnector/Task).
 
-Every ``emit.checkpoints.interval.seconds``, at a fixed rate, the committed offsets of each
-consumer group on A that passes the group filter are read, the offset-syncs topic is read to its
-end, and the offsets are translated to B's offsets with an
-:class:`~mirrorlib.core.translate.OffsetTranslator` fed from the offset syncs, and written as
-:class:`~mirrorlib.core.records.Checkpoint` records to ``<A>.checkpoints.internal`` on B. Between
-emissions the task keeps following the offset-syncs topic. So a commit is on B within one interval
-plus one emission cycle, translated with every sync written before its group was read (the
-metrics ``checkpoint-commit-age-seconds`` and ``checkpoint-sync-age-seconds`` measure both; see
-:class:`_Ages`). Existing
-checkpoints are loaded first, so a restarted replicator never moves a checkpoint backwards
-(except after an upstream rewind of the group, as in MM2). A checkpoint counts as emitted only
-once B acknowledged it: one whose write failed is emitted again on the next cycle, even for an
-idle group. With ``sync.group.offsets.enabled`` the offsets of written checkpoints are also
-committed to the group on B while it has no active members there, and never rewind it.
+The task follows two topics continuously: the offset-syncs topic (every sync goes to an
+:class:`~mirrorlib.core.translate.OffsetTranslator`, read in batches of 10,000 without waiting
+while a backlog exists) and A's ``__consumer_offsets`` (read ``read_committed``; every commit of a
+group that passes the group filter goes to a :class:`~mirrorlib.core.group_commits.CommitTable`).
+Translated offsets are written as :class:`~mirrorlib.core.records.Checkpoint` records to
+``<A>.checkpoints.internal`` on B:
+
+* **promptly**: a group whose commit is seen, and that had no checkpoint cycle in the last
+  ``emit.checkpoints.interval.seconds`` (``I``), is translated and written right away;
+* **at a fixed rate** of ``I``: every group with a new commit, and every (group, partition) whose
+  partition got new offset syncs, is translated again.
+
+So a commit is on B within ``I`` plus one cycle, and one of a group committing less often than
+``I`` within one cycle. Each cycle first reads the offset syncs to their end (one ListOffsets), so
+a commit is translated with every sync written before it was seen. A (group, partition) whose
+committed offset did not change, and whose partition got no sync that could change its answer
+(:meth:`~mirrorlib.core.translate.OffsetTranslator.stamp`), is skipped: a cycle costs what changed,
+not the number of groups.
+
+Without permission to read ``__consumer_offsets`` (or when reading it fails), the task falls back
+to MM2's way: every ``I``, the committed offsets of every listed group are read with OffsetFetch,
+one request per group (confluent-kafka cannot batch groups) but up to
+:data:`~mirrorlib.kafka.groups.IN_FLIGHT` of them at a time; a commit then waits up to ``I`` to be
+read. The metrics ``checkpoint-commit-age-seconds`` and ``checkpoint-sync-age-seconds`` measure
+freshness (see :class:`_Ages`). Existing checkpoints are loaded first, so a restarted replicator
+never moves a checkpoint backwards (except after an upstream rewind of the group, as in MM2). A
+checkpoint counts as emitted only once B acknowledged it: one whose write failed is emitted again
+on the next cycle, even for an idle group. With ``sync.group.offsets.enabled`` the offsets of
+written checkpoints are also committed to the group on B while it has no active members there,
+and never rewind it; only groups with new checkpoints since their last sync are looked at (all of
+them every tenth interval).
+
+Entry points for driving the task without a broker (benchmarks): :meth:`CheckpointTask.take_syncs`
+(offset-sync records), :meth:`CheckpointTask.take_commits` (``__consumer_offsets`` records) and
+:meth:`CheckpointTask.emit_checkpoints` (one checkpoint cycle).
 """
 
 from __future__ import annotations
@@ -21,7 +42,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol
 
 import attrs
 
@@ -32,25 +54,51 @@ from mirrorlib.core.checkpointing import (
     next_emission,
     rename_topic,
 )
-from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.group_commits import CONSUMER_OFFSETS_TOPIC, CommitTable
+from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
-from mirrorlib.core.syncs import lineage_from_headers
+from mirrorlib.core.syncs import SyncRecordDecoder
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import ClusterError, CodecError
 from mirrorlib.kafka import new_producer
 from mirrorlib.kafka.groups import GroupAdmin, GroupState
-from mirrorlib.kafka.topiclog import TopicLog
+from mirrorlib.kafka.topiclog import Record, TopicLog
 
-__all__ = ["CheckpointTask"]
+__all__ = ["CheckpointTask", "CycleResult", "OffsetReader"]
 
 log = logging.getLogger(__name__)
 
-#: Longest wait for new offset syncs between two tasks of the loop (also bounds stop latency).
-_FOLLOW_WAIT: Final = 0.2
-#: Offset syncs taken from the consumer at a time.
+#: Longest wait for new records between two tasks of the loop (also bounds stop latency).
+_FOLLOW_WAIT: Final = 0.1
+#: Records taken from a consumer at a time; a full batch means "behind": read on, no wait.
 _SYNC_BATCH: Final = 10_000
+#: Every this many group-offset-sync intervals, every group is looked at, changed or not.
+_FULL_SYNC_EVERY: Final = 10
+
+_Pair = tuple[str, TopicPartition]
+
+
+class OffsetReader(Protocol):
+    """Reads committed offsets of many groups (:class:`~mirrorlib.kafka.groups.GroupAdmin`)."""
+
+    def committed_offsets_many(
+        self, groups: Iterable[str]
+    ) -> Mapping[str, Mapping[TopicPartition, OffsetAndMetadata] | Exception]: ...
+
+
+@attrs.frozen
+class CycleResult:
+    """What one checkpoint cycle did: groups and (group, partition) pairs looked at, pairs
+    translated (the others were unchanged), checkpoints produced, and groups whose offsets were
+    read with OffsetFetch (0 when following ``__consumer_offsets``)."""
+
+    groups: int
+    pairs: int
+    translated: int
+    produced: int
+    fetched: int
 
 
 @attrs.frozen
@@ -60,11 +108,12 @@ class _Ages:
 
     * ``checkpoint-latency-ms`` (MM2's): ``ack - read_ms``, ``read_ms`` being the time the
       group's committed offsets were read (the checkpoint record's timestamp);
-    * ``checkpoint-commit-age-seconds``: ``ack - committed_after_ms``, where
-      ``committed_after_ms`` is the previous read of the group's offsets, at which the
-      partition's committed offset was still different: the commit happened after it, so this
-      bounds how long the commit took to reach the target as a checkpoint. Only for checkpoints
-      whose offset changed between two reads;
+    * ``checkpoint-commit-age-seconds``: ``ack - committed_after_ms``: commit -> checkpoint
+      written. Following ``__consumer_offsets``, ``committed_after_ms`` is the coordinator's
+      commit timestamp, so this is the checkpoint latency itself. With OffsetFetch it is the
+      previous read of the group's offsets, at which the partition's committed offset was still
+      different: the commit happened after it, so this bounds the latency from above. Only for
+      checkpoints whose offset changed;
     * ``checkpoint-sync-age-seconds``: ``read_ms - sync_ms``, ``sync_ms`` being the record
       timestamp (the writer's produce time) of the newest offset sync of the partition the
       translator had read: how far the syncs used trail the offsets they translate.
@@ -76,62 +125,103 @@ class _Ages:
 
 
 class CheckpointTask:
-    """Emits checkpoints (and syncs group offsets) for one flow; run :meth:`run` in a thread."""
+    """Emits checkpoints (and syncs group offsets) for one flow; run :meth:`run` in a thread.
+
+    The translator, the commit table and the per-pair memory survive a restart of the task's
+    loop (after an error), so a restart re-reads only what was written since.
+    """
 
     def __init__(self, settings: FlowSettings, stats: StatsRegistry) -> None:
         self.s = settings
         self.stats = stats
         self.translator = OffsetTranslator()
+        self.commits = CommitTable(settings.should_replicate_group)
         self.store = CheckpointStore()  # acknowledged checkpoints only
-        self._in_flight: dict[tuple[str, TopicPartition], Checkpoint] = {}
+        self._in_flight: dict[_Pair, Checkpoint] = {}
         self.groups: list[str] = []
         self.corrupt_records = 0
         self.initialized = threading.Event()
+        self._decoder = SyncRecordDecoder()
         # Record timestamp (ms) of the newest offset sync read, per upstream partition.
         self._sync_ms: dict[tuple[str, int], int] = {}
-        # Per group: wall time (ms) of the previous read of its committed offsets, and what they
-        # were then (a checkpoint whose offset changed since was committed after that read).
-        self._previous_read: dict[str, tuple[int, dict[TopicPartition, int]]] = {}
+        # Partitions with new syncs since the last fixed-rate cycle.
+        self._synced_partitions: set[tuple[str, int]] = set()
+        # Per (group, upstream partition) translated: (offset, generation, newest up) of then.
+        self._memo: dict[_Pair, tuple[int, int, int]] = {}
+        # Groups with a committed offset on each upstream partition (to re-translate on syncs).
+        self._groups_of: dict[tuple[str, int], set[str]] = {}
+        # Per group, OffsetFetch mode: wall time (ms) of the previous read and its offsets.
+        self._previous_read: dict[str, tuple[int, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        # Per group: monotonic time of its last cycle (prompt emission waits one interval).
+        self._cycled_at: dict[str, float] = {}
+        # Group offset sync: downstream offsets last written or found per group on the target.
+        self._target_synced: dict[str, dict[TopicPartition, int]] = {}
+        self._sync_rounds = 0
+        self.following_commits = False
 
     def _rename(self, topic: str) -> str:
         return rename_topic(self.s.policy, self.s.source, self.s.target, topic)
 
-    def _on_sync(self, msg: Any) -> None:
-        try:
-            sync = OffsetSync.decode(msg.key(), msg.value())
-        except CodecError as exc:
-            self.corrupt_records += 1
-            log.warning(
-                "flow %s: skipping corrupt offset sync at %s-%d@%d: %s",
-                self.s.name,
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
-                exc,
-            )
-            return
-        lineage = lineage_from_headers(msg.headers())
-        log.debug("flow %s: offset sync %s (lineage %s)", self.s.name, sync, lineage)
-        self.translator.add(sync, lineage)
-        _kind, ts = msg.timestamp()
-        if ts > 0:  # the writer's produce time (-1: not available)
-            self._sync_ms[(sync.topic, sync.partition)] = ts
+    # -- intake ----------------------------------------------------------------------------------
+
+    def take_syncs(self, records: Iterable[Record]) -> int:
+        """Take in offset-sync records (``confluent_kafka.Message``-like: ``key()``, ``value()``,
+        ``headers()``, ``timestamp()``) in topic order; returns how many. Corrupt ones are
+        counted and skipped."""
+        decode = self._decoder.decode
+        add = self.translator.add_offsets
+        sync_ms, synced = self._sync_ms, self._synced_partitions
+        count = 0
+        for msg in records:
+            try:
+                topic, partition, up, down, writer, seq = decode(
+                    msg.key(), msg.value(), msg.headers()
+                )
+            except CodecError as exc:
+                self._corrupt("offset sync", msg, exc)
+                continue
+            add(topic, partition, up, down, writer, seq)
+            key = (topic, partition)
+            synced.add(key)
+            ts = msg.timestamp()[1]
+            if ts > 0:  # the writer's produce time (-1: not available)
+                sync_ms[key] = ts
+            count += 1
+        return count
+
+    def take_commits(self, records: Iterable[Record]) -> int:
+        """Take in ``__consumer_offsets`` records (``key()``, ``value()``) in partition order;
+        returns how many changed a replicated group's offsets."""
+        changed = 0
+        for msg in records:
+            try:
+                changed += self.commits.add_record(msg.key(), msg.value())
+            except CodecError as exc:
+                self._corrupt("group commit", msg, exc)
+        return changed
+
+    def _corrupt(self, what: str, msg: Any, exc: Exception) -> None:
+        self.corrupt_records += 1
+        log.warning(
+            "flow %s: skipping corrupt %s at %s-%s@%s: %s",
+            self.s.name,
+            what,
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            exc,
+        )
 
     def _on_checkpoint(self, msg: Any) -> None:
         try:
             cp = Checkpoint.decode(msg.key(), msg.value())
         except CodecError as exc:
-            self.corrupt_records += 1
-            log.warning(
-                "flow %s: skipping corrupt checkpoint at %s@%d: %s",
-                self.s.name,
-                msg.topic(),
-                msg.offset(),
-                exc,
-            )
+            self._corrupt("checkpoint", msg, exc)
             return
         if self.s.should_replicate_group(cp.group):
             self.store.add(cp)
+
+    # -- the loop --------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         s = self.s
@@ -146,6 +236,31 @@ class CheckpointTask:
                 log.exception("flow %s: checkpoint task failed; retrying in %.0fs", s.name, delay)
                 backoff.wait(stop)
 
+    def _open_commits(self) -> TopicLog | None:
+        """Follow the source's ``__consumer_offsets``, read to its end; ``None`` (OffsetFetch
+        mode) when it cannot be read."""
+        s = self.s
+        commits_log = TopicLog(
+            s.source_consumer, CONSUMER_OFFSETS_TOPIC, alias=s.source, read_committed=True
+        )
+        try:
+            commits_log.read_to_end(
+                self._commit_handler, timeout=max(s.admin_timeout, 120.0),
+                batch=_SYNC_BATCH,
+            )  # fmt: skip
+        except ClusterError as exc:
+            commits_log.close()
+            log.info(
+                "flow %s: cannot follow %s on %s (%s); reading group offsets with OffsetFetch "
+                "every emit interval",
+                s.name,
+                CONSUMER_OFFSETS_TOPIC,
+                s.source,
+                exc,
+            )
+            return None
+        return commits_log
+
     def _run(self, stop: threading.Event) -> None:
         s = self.s
         source_groups = GroupAdmin(s.source_admin, alias=s.source, timeout=s.admin_timeout)
@@ -153,118 +268,272 @@ class CheckpointTask:
         producer = new_producer(
             s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
         )
-        self.store = CheckpointStore()
         self._in_flight.clear()
-        self.translator = OffsetTranslator()
-        with TopicLog(
-            s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
-        ) as cps_log:
-            cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout)
+        if not self.initialized.is_set():  # a restarted loop keeps what it knew
+            with TopicLog(
+                s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
+            ) as cps_log:
+                cps_log.read_to_end(self._on_checkpoint, timeout=s.admin_timeout)
         syncs_log = TopicLog(
             s.offset_syncs_consumer,
             s.offset_syncs_topic,
             alias=s.offset_syncs_cluster,
             partitions=[0],
         )
+        commits_log: TopicLog | None = None
         try:
-            syncs_log.read_to_end(self._on_sync, timeout=max(s.admin_timeout, 120.0))
+            syncs_log.read_to_end(
+                self._sync_handler, timeout=max(s.admin_timeout, 120.0),
+                batch=_SYNC_BATCH,
+            )  # fmt: skip
+            commits_log = self._open_commits()
+            self.following_commits = commits_log is not None
             self.initialized.set()
             self.stats.set_error("checkpoints", None)
-            now = time.monotonic()
-            next_groups = now
-            next_emit = now + min(s.emit_checkpoints_interval, 1.0)
-            next_sync = now + s.sync_group_offsets_interval
-            while not stop.is_set():
-                now = time.monotonic()
-                if now >= next_groups:
-                    self.groups = [
-                        g for g in source_groups.list_groups() if s.should_replicate_group(g)
-                    ]
-                    next_groups = now + s.refresh_groups_interval
-                if now >= next_emit:
-                    self._emit(source_groups, producer, syncs_log)
-                    next_emit = next_emission(
-                        next_emit, s.emit_checkpoints_interval, time.monotonic()
-                    )
-                if s.sync_group_offsets_enabled and now >= next_sync:
-                    self._sync_group_offsets(target_groups)
-                    next_sync = now + s.sync_group_offsets_interval
-                # Follow the offset syncs until the next due task: the translator stays current
-                # between emissions, so catching up before each one reads only the last moment.
-                due = min(next_groups, next_emit)
-                if s.sync_group_offsets_enabled:
-                    due = min(due, next_sync)
-                wait = min(max(due - time.monotonic(), 0.0), _FOLLOW_WAIT)
-                syncs_log.poll(self._on_sync, timeout=wait, batch=_SYNC_BATCH)
+            self._loop(stop, producer, syncs_log, commits_log, source_groups, target_groups)
         finally:
             syncs_log.close()
+            if commits_log is not None:
+                commits_log.close()
             producer.flush(10.0)
 
-    def _catch_up_syncs(self, syncs_log: TopicLog) -> None:
-        """Read every offset sync written so far (bounded by one emit interval), so offsets just
-        read from the source are translated with the syncs that existed when they were read."""
+    def _loop(
+        self,
+        stop: threading.Event,
+        producer: Any,
+        syncs_log: TopicLog,
+        commits_log: TopicLog | None,
+        source_groups: GroupAdmin,
+        target_groups: GroupAdmin,
+    ) -> None:
+        s = self.s
+        now = time.monotonic()
+        next_groups = now
+        next_emit = now + min(s.emit_checkpoints_interval, 1.0)
+        next_sync = now + s.sync_group_offsets_interval
+        catch_up = self._catch_up(syncs_log)
+        while not stop.is_set():
+            now = time.monotonic()
+            if commits_log is None and now >= next_groups:
+                self.groups = [
+                    g for g in source_groups.list_groups() if s.should_replicate_group(g)
+                ]
+                next_groups = now + s.refresh_groups_interval
+            if now >= next_emit:
+                self.emit_checkpoints(
+                    producer, source=None if commits_log else source_groups, catch_up=catch_up
+                )
+                next_emit = next_emission(next_emit, s.emit_checkpoints_interval, time.monotonic())
+            elif commits_log is not None and self.commits.has_changed():
+                self.emit_checkpoints(producer, catch_up=catch_up, prompt=True)
+            if s.sync_group_offsets_enabled and now >= next_sync:
+                self.sync_group_offsets(target_groups)
+                next_sync = now + s.sync_group_offsets_interval
+            producer.poll(0)
+            # Follow the syncs (and the commits) until the next due task; no wait while behind.
+            due = min(next_emit, next_sync if s.sync_group_offsets_enabled else next_emit)
+            wait = min(max(due - time.monotonic(), 0.0), _FOLLOW_WAIT)
+            behind = False
+            if commits_log is not None:
+                behind = commits_log.poll(self._commit_handler, timeout=0, batch=_SYNC_BATCH) >= (
+                    _SYNC_BATCH
+                )
+            taken = syncs_log.poll_batch(self.take_syncs, timeout=0 if behind else wait,
+                                         batch=_SYNC_BATCH)  # fmt: skip
+            while taken >= _SYNC_BATCH and not stop.is_set():  # a backlog: take it all in
+                taken = syncs_log.poll_batch(self.take_syncs, timeout=0, batch=_SYNC_BATCH)
+
+    def _commit_handler(self, msg: Any) -> None:
+        self.take_commits((msg,))
+
+    def _sync_handler(self, msg: Any) -> None:
+        self.take_syncs((msg,))
+
+    def _catch_up(self, syncs_log: TopicLog) -> Callable[[], None]:
+        """Reads every offset sync written so far (bounded by one emit interval), so offsets
+        just read from the source are translated with the syncs that existed when they were
+        read."""
         s = self.s
         timeout = max(min(s.emit_checkpoints_interval, s.admin_timeout), 1.0)
-        try:
-            syncs_log.read_to_end(self._on_sync, timeout=timeout, batch=_SYNC_BATCH)
-        except ClusterError as exc:  # translate with what was read; the next cycle catches up
-            log.warning("flow %s: offset syncs not caught up before checkpoints: %s", s.name, exc)
 
-    def _emit(self, source_groups: GroupAdmin, producer: Any, syncs_log: TopicLog) -> None:
-        s = self.s
-        read: list[tuple[str, int, dict[TopicPartition, OffsetAndMetadata]]] = []
-        for group in self.groups:
-            timestamp = int(time.time() * 1000)
+        def catch_up() -> None:
             try:
-                read.append((group, timestamp, source_groups.committed_offsets(group)))
-            except Exception as exc:
-                log.warning("flow %s: cannot read offsets of group %s: %s", s.name, group, exc)
-        if not read:
-            return
-        self._catch_up_syncs(syncs_log)
-        emitted = 0
-        for group, timestamp, offsets in read:
-            previous = self._previous_read.get(group)
-            upstream_topic = {self._rename(tp.topic): tp.topic for tp in offsets}
-            self._previous_read[group] = (timestamp, {tp: om.offset for tp, om in offsets.items()})
-            cps = checkpoints_for_group(
-                group,
-                offsets,
-                translate=self.translator.translate,
-                rename=self._rename,
-                should_checkpoint_topic=s.should_replicate_topic,
-                store=self.store,
-            )
-            log.debug("flow %s: group %s offsets %s -> checkpoints %s", s.name, group, offsets, cps)
-            for cp in cps:
-                key = (cp.group, cp.topic_partition)
-                if self._in_flight.get(key) == cp:
-                    continue  # still waiting for its delivery report
-                self._in_flight[key] = cp
-                upstream_tp = TopicPartition(upstream_topic[cp.topic], cp.partition)
-                committed_after = (
-                    previous[0]
-                    if previous is not None and previous[1].get(upstream_tp) != cp.upstream_offset
-                    else None
+                syncs_log.read_to_end(self._sync_handler, timeout=timeout, batch=_SYNC_BATCH)
+            except ClusterError as exc:  # translate with what was read; the next cycle catches up
+                log.warning(
+                    "flow %s: offset syncs not caught up before checkpoints: %s", s.name, exc
                 )
-                ages = _Ages(
-                    read_ms=timestamp,
-                    committed_after_ms=committed_after,
-                    sync_ms=self._sync_ms.get((upstream_tp.topic, upstream_tp.partition)),
-                )
-                producer.produce(
-                    s.checkpoints_topic,
-                    cp.encode_value(),
-                    cp.encode_key(),
-                    0,
-                    timestamp=timestamp,
-                    on_delivery=self._delivered(cp, ages),
-                )
-                emitted += 1
-        if emitted:
-            producer.flush(s.admin_timeout)
 
-    def _delivered(self, cp: Checkpoint, ages: _Ages) -> Any:
+        return catch_up
+
+    # -- one cycle -------------------------------------------------------------------------------
+
+    def emit_checkpoints(
+        self,
+        producer: Any,
+        *,
+        source: OffsetReader | None = None,
+        catch_up: Callable[[], None] | None = None,
+        prompt: bool = False,
+    ) -> CycleResult:
+        """One checkpoint cycle; returns what it did.
+
+        ``source``: read the committed offsets of :attr:`groups` from it (OffsetFetch mode);
+        ``None``: use the offsets taken in with :meth:`take_commits`. ``catch_up`` is called
+        after the offsets are known and before they are translated (the loop reads the offset
+        syncs to their end). ``prompt``: only groups with new commits that had no cycle within
+        the last emit interval (the others wait for the next fixed-rate cycle); otherwise also
+        every pair whose partition got new syncs. ``producer`` is a ``confluent_kafka.Producer``
+        (``produce``, ``flush``); checkpoints are recorded on their delivery reports.
+        """
+        s = self.s
+        now_mono = time.monotonic()
+        read_ms = int(time.time() * 1000)
+        todo: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        committed_after: dict[str, Callable[[TopicPartition], int | None]] = {}
+        fetched = 0
+        if source is not None:
+            results = source.committed_offsets_many(self.groups)
+            fetched = len(results)
+            for group, offsets in results.items():
+                if isinstance(offsets, Exception):
+                    log.warning(
+                        "flow %s: cannot read offsets of group %s: %s", s.name, group, offsets
+                    )
+                    continue
+                current = dict(offsets)
+                todo[group] = current
+                previous = self._previous_read.get(group)
+                self._previous_read[group] = (read_ms, current)
+                committed_after[group] = _changed_since(previous, current)
+        else:
+            changed = self.commits.take_changed()
+            if prompt:
+                recent = now_mono - s.emit_checkpoints_interval
+                waiting = {g for g in changed if self._cycled_at.get(g, -1e18) > recent}
+                self.commits.mark_changed(waiting)
+                changed -= waiting
+            for group in changed:
+                todo[group] = self.commits.offsets(group)
+                committed_after[group] = _commit_time(self.commits, group)
+        if not prompt:
+            self._add_synced_pairs(todo, committed_after)
+        if not todo:
+            return CycleResult(0, 0, 0, 0, fetched)
+        if catch_up is not None:
+            catch_up()
+        pairs = translated = produced = 0
+        for group, offsets in todo.items():
+            self._cycled_at[group] = now_mono
+            pairs += len(offsets)
+            fresh, moved = self._changed_pairs(group, offsets)
+            translated += len(fresh)
+            if fresh:
+                produced += self._produce(
+                    producer, group, fresh, read_ms, committed_after[group], moved
+                )
+        if produced:
+            producer.flush(s.admin_timeout)
+        return CycleResult(len(todo), pairs, translated, produced, fetched)
+
+    def _add_synced_pairs(
+        self,
+        todo: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        committed_after: dict[str, Callable[[TopicPartition], int | None]],
+    ) -> None:
+        """Add the pairs on partitions that got new syncs since the last fixed-rate cycle."""
+        synced, self._synced_partitions = self._synced_partitions, set()
+        for key in synced:
+            for group in self._groups_of.get(key, ()):
+                if group in todo:
+                    continue
+                offsets = (
+                    self.commits.offsets(group)
+                    if self.following_commits
+                    else dict(self._previous_read.get(group, (0, {}))[1])
+                )
+                if offsets:
+                    todo[group] = offsets
+                    committed_after[group] = _never
+
+    def _changed_pairs(
+        self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[TopicPartition]]:
+        """The pairs of ``group`` worth translating: new offset, or new syncs that can change
+        the answer (see :meth:`OffsetTranslator.stamp`), and which of them have a new offset;
+        remembers them as translated."""
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        moved: set[TopicPartition] = set()
+        memo, stamp = self._memo, self.translator.stamp
+        for tp, om in offsets.items():
+            key = (tp.topic, tp.partition)
+            groups = self._groups_of.get(key)
+            if groups is None:
+                groups = self._groups_of[key] = set()
+            groups.add(group)
+            current = stamp(tp.topic, tp.partition)
+            if current is None:
+                out[tp] = om  # no sync yet: nothing to translate, but never memoised
+                moved.add(tp)
+                continue
+            generation, newest = current
+            before = memo.get((group, tp))
+            if (
+                before is not None
+                and before[0] == om.offset
+                and before[1] == generation
+                and (om.offset <= before[2] or newest == before[2])
+            ):
+                continue
+            memo[(group, tp)] = (om.offset, generation, newest)
+            out[tp] = om
+            if before is None or before[0] != om.offset:
+                moved.add(tp)
+        return out, moved
+
+    def _produce(
+        self,
+        producer: Any,
+        group: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        read_ms: int,
+        committed_after: Callable[[TopicPartition], int | None],
+        moved: set[TopicPartition],
+    ) -> int:
+        s = self.s
+        upstream_topic = {self._rename(tp.topic): tp.topic for tp in offsets}
+        cps = checkpoints_for_group(
+            group,
+            offsets,
+            translate=self.translator.translate,
+            rename=self._rename,
+            should_checkpoint_topic=s.should_replicate_topic,
+            store=self.store,
+        )
+        produced = 0
+        for cp in cps:
+            key = (cp.group, cp.topic_partition)
+            if self._in_flight.get(key) == cp:
+                continue  # still waiting for its delivery report
+            self._in_flight[key] = cp
+            upstream_tp = TopicPartition(upstream_topic[cp.topic], cp.partition)
+            ages = _Ages(
+                read_ms=read_ms,
+                committed_after_ms=committed_after(upstream_tp) if upstream_tp in moved else None,
+                sync_ms=self._sync_ms.get((upstream_tp.topic, upstream_tp.partition)),
+            )
+            producer.produce(
+                s.checkpoints_topic,
+                cp.encode_value(),
+                cp.encode_key(),
+                0,
+                timestamp=read_ms,
+                on_delivery=self._delivered(cp, upstream_tp, ages),
+            )
+            produced += 1
+        return produced
+
+    def _delivered(self, cp: Checkpoint, upstream_tp: TopicPartition, ages: _Ages) -> Any:
         """The delivery report of ``cp``: only an acknowledged checkpoint is recorded, so a failed
         write is emitted again on the next cycle and group offset sync never commits from it.
         Records the checkpoint's latency metrics (see :class:`_Ages`)."""
@@ -274,6 +543,10 @@ class CheckpointTask:
             if self._in_flight.get(key) == cp:
                 del self._in_flight[key]
             if err is not None:
+                # translate the pair again on the next cycle, changed or not
+                self._memo.pop((cp.group, upstream_tp), None)
+                if self.following_commits:
+                    self.commits.mark_changed({cp.group})
                 self.stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
                 return
             self.store.add(cp)
@@ -283,43 +556,103 @@ class CheckpointTask:
             self.stats.last_checkpoint_ms = now
             self.stats.checkpoint_latency.record(now - ages.read_ms)
             if ages.committed_after_ms is not None:
-                self.stats.checkpoint_commit_age.record((now - ages.committed_after_ms) / 1000)
+                self.stats.checkpoint_commit_age.record(
+                    max(now - ages.committed_after_ms, 0) / 1000
+                )
             if ages.sync_ms is not None:
                 self.stats.checkpoint_sync_age.record(max(ages.read_ms - ages.sync_ms, 0) / 1000)
 
         return done
 
-    def _sync_group_offsets(self, target_groups: GroupAdmin) -> None:
+    # -- group offset sync -----------------------------------------------------------------------
+
+    def sync_group_offsets(self, target_groups: GroupAdmin) -> int:
+        """Commit the written checkpoints' offsets to the groups on the target that have no
+        active members there (never rewinding them); returns how many groups were committed.
+        Only groups with checkpoints newer than their last sync are looked at, all of them every
+        tenth call. Describes, reads and commits many groups per round trip."""
         s = self.s
-        groups = self.store.groups()
+        full = self._sync_rounds % _FULL_SYNC_EVERY == 0
+        self._sync_rounds += 1
+        wanted: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        for group in self.store.groups():
+            cps = self.store.group(group)
+            known = self._target_synced.get(group, {})
+            if full or any(known.get(tp) != cp.downstream_offset for tp, cp in cps.items()):
+                wanted[group] = cps
+        if not wanted:
+            return 0
         try:
-            states = target_groups.states(groups)
+            states = target_groups.states(sorted(wanted))
         except Exception as exc:
             log.warning("flow %s: cannot describe groups on %s: %s", s.name, s.target, exc)
-            return
-        for group in groups:
-            state = states.get(group, GroupState.UNKNOWN)
-            if state not in (GroupState.ABSENT, GroupState.EMPTY):
-                continue  # active (or unknown) on the target: never touch it
-            try:
-                current = (
-                    None if state is GroupState.ABSENT else target_groups.committed_offsets(group)
-                )
-                offsets = group_offsets_to_sync(self.store.group(group).values(), current)
-                if offsets:
-                    target_groups.commit_offsets(group, offsets)
-                    log.info(
-                        "flow %s: synced %d offsets of group %s to %s",
-                        s.name,
-                        len(offsets),
-                        group,
-                        s.target,
-                    )
-            except Exception as exc:
+            return 0
+        idle = [g for g in wanted if states.get(g, GroupState.UNKNOWN) in (GroupState.ABSENT,
+                GroupState.EMPTY)]  # fmt: skip
+        # active (or unknown) on the target: never touch them
+        empty = [g for g in idle if states[g] is GroupState.EMPTY]
+        current: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata] | Exception] = (
+            target_groups.committed_offsets_many(empty) if empty else {}
+        )
+        commits: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for group in idle:
+            found = current.get(group)
+            if isinstance(found, Exception):
                 log.warning(
                     "flow %s: syncing offsets of group %s to %s failed: %s",
-                    s.name,
-                    group,
-                    s.target,
-                    exc,
-                )
+                    s.name, group, s.target, found,
+                )  # fmt: skip
+                continue
+            offsets = group_offsets_to_sync(wanted[group].values(), found)
+            known = {tp: om.offset for tp, om in (found or {}).items()}
+            self._target_synced[group] = {
+                tp: cp.downstream_offset
+                for tp, cp in wanted[group].items()
+                if tp in offsets or known.get(tp, -1) >= cp.downstream_offset
+            }
+            if offsets:
+                commits[group] = offsets
+        done = 0
+        for group, err in target_groups.commit_offsets_many(commits).items():
+            if err is not None:
+                self._target_synced.pop(group, None)
+                log.warning(
+                    "flow %s: syncing offsets of group %s to %s failed: %s",
+                    s.name, group, s.target, err,
+                )  # fmt: skip
+                continue
+            done += 1
+            log.info(
+                "flow %s: synced %d offsets of group %s to %s",
+                s.name, len(commits[group]), group, s.target,
+            )  # fmt: skip
+        return done
+
+
+def _never(_tp: TopicPartition) -> int | None:
+    return None
+
+
+def _changed_since(
+    previous: tuple[int, Mapping[TopicPartition, OffsetAndMetadata]] | None,
+    current: Mapping[TopicPartition, OffsetAndMetadata],
+) -> Callable[[TopicPartition], int | None]:
+    """OffsetFetch mode: the previous read's time for partitions whose offset changed since."""
+
+    def committed_after(tp: TopicPartition) -> int | None:
+        if previous is None:
+            return None
+        before = previous[1].get(tp)
+        now = current.get(tp)
+        return previous[0] if before is None or now is None or before.offset != now.offset else None
+
+    return committed_after
+
+
+def _commit_time(commits: CommitTable, group: str) -> Callable[[TopicPartition], int | None]:
+    """``__consumer_offsets`` mode: the commit timestamp of the pair's offset."""
+
+    def committed_at(tp: TopicPartition) -> int | None:
+        return commits.commit_ms(group, tp)
+
+    return committed_at

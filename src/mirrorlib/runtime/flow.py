@@ -94,7 +94,9 @@ class CopierPlane:
             source_alias=s.source,
             target_alias=s.target,
             partitions=flow.metadata.offsets_topic_partitions,
-            read_committed=s.exactly_once_enabled,
+            # always: worker processes (tasks.max > 1, in this or an earlier run) write positions
+            # in transactions, and a position of an aborted one must never be resumed from
+            read_committed=True,
         )
         self.copier = Copier(s, flow.catalog, flow.stats, positions)
         flow.spawn("copier", self.copier.run)

@@ -6,7 +6,8 @@ MM2's ``--clusters``). Each flow A->B runs in background threads:
 * metadata: discovers source topics, creates remote topics and partitions, syncs topic configs
   and ACLs (and creates MM2's internal topics);
 * copier: copies records with their key, value, headers, timestamp and partition, stores source
-  positions and emits offset syncs;
+  positions and emits offset syncs (with ``tasks.max`` > 1: a supervisor and its copier worker
+  processes, :mod:`mirrorlib.runtime.workers`);
 * checkpoints: translates consumer-group offsets into checkpoints (and syncs group offsets);
 * heartbeats: emits heartbeats (also for pairs that only emit heartbeats, as MM2 does).
 
@@ -37,6 +38,7 @@ from mirrorlib.core.status import (
 )
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
+from mirrorlib.runtime.workers import WorkerPlane
 
 __all__ = ["Replicator"]
 
@@ -79,12 +81,16 @@ class Replicator:
                 )
         self.config = config
         targets = set(clusters) if clusters is not None else known
-        self._runners: list[FlowRunner[CopierPlane]] = []
+        self._runners: list[FlowRunner[CopierPlane | WorkerPlane]] = []
         for flow in config.pairs:
             if flow.target not in targets:
                 continue
             settings = FlowSettings.from_config(config, flow)
-            runner = FlowRunner(settings, CopierPlane(), connect_timeout=connect_timeout)
+            # tasks.max > 1: copier worker processes (mirrorlib.runtime.workers)
+            plane = CopierPlane() if settings.tasks_max <= 1 else WorkerPlane()
+            runner: FlowRunner[CopierPlane | WorkerPlane] = FlowRunner(
+                settings, plane, connect_timeout=connect_timeout
+            )
             self._runners.append(runner)
         if not self._runners:
             raise ConfigError(

@@ -159,7 +159,9 @@ def start_detached(
             )
         if time.monotonic() > deadline:
             stop_detached(directory)
-            raise TestClusterError(f"the local clusters were not ready within {timeout:g}s; see {log}")
+            raise TestClusterError(
+                f"the local clusters were not ready within {timeout:g}s; see {log}"
+            )
         time.sleep(0.2)
 
 

@@ -718,13 +718,11 @@ def test_from_properties_writes_numbers_and_booleans_as_properties() -> None:
     assert flow.enabled and flow.tasks_max == 3
 
 
-def test_tasks_max_above_one_is_warned_about_not_silently_ignored() -> None:
+def test_tasks_max_above_one_is_honoured_without_a_warning() -> None:
     base = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092"}
-    quiet = MirrorConfig.from_properties({**base, "A->B.enabled": "true", "tasks.max": "1"})
-    assert not [w for w in quiet.warnings if w.key == "tasks.max"]
-    loud = MirrorConfig.from_properties({**base, "A->B.enabled": "true", "A->B.tasks.max": "16"})
-    (warning,) = [w for w in loud.warnings if "tasks.max" in w.key]
-    assert warning.kind == "ignored" and "tasks.max=16 is not honoured yet" in warning.message
+    config = MirrorConfig.from_properties({**base, "A->B.enabled": "true", "A->B.tasks.max": "16"})
+    assert config.flow("A", "B").tasks_max == 16
+    assert not [w for w in config.warnings if "tasks.max" in w.key]
 
 
 def test_tls_store_types_used_for_translation_are_not_warned_about() -> None:

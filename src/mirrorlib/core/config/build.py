@@ -316,22 +316,6 @@ class _Builder:
                 value=", ".join(transforms),
             )
         self.check_exactly_once(flow, connector)
-        self.check_tasks_max(flow)
-
-    def check_tasks_max(self, flow: FlowConfig) -> None:
-        """``tasks.max`` above 1 is not honoured yet: say so instead of silently running one
-        copier."""
-        tasks = flow.get("tasks.max")
-        if flow.enabled and isinstance(tasks, int) and tasks > 1:
-            key = flow.origin("tasks.max") or "tasks.max"
-            self.warn(
-                key,
-                f"flow {flow.name}: tasks.max={tasks} is not honoured yet: a flow copies with one "
-                "thread per mirrorlib process (several `mirrorlib run` processes on the same "
-                "file share its partitions)",
-                "ignored",
-                flow.name,
-            )
 
     def check_exactly_once(self, flow: FlowConfig, connector: Mapping[str, Setting]) -> None:
         """``exactly.once.support`` as Connect validates it: ``required`` needs the target's

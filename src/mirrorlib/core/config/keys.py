@@ -303,8 +303,10 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _F,
         "Maximum parallelism of each connector of the flow.",
         _CH,
-        "Not honoured yet (warned about above 1): a flow copies with one thread per mirrorlib "
-        "process; several `mirrorlib run` processes on the same file share its partitions.",
+        "Per mirrorlib process (node), not cluster-wide as in MM2: 1 copies in a thread of the "
+        "process; N > 1 runs N copier worker processes, each writing through a transactional "
+        "producer of its own (see the data plane page). Several `mirrorlib run` processes on the "
+        "same file share the flow's partitions.",
         minimum=1,
     ),
     _k("tasks.max.enforce", _B, "true", _F, "Connect task-count enforcement.", _NA, _CONNECT_NA),

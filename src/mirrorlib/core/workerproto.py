@@ -1,0 +1,237 @@
+"""What a flow's parent process and its copier worker processes tell each other.
+
+With ``tasks.max`` > 1 a flow copies in worker processes (:mod:`mirrorlib.runtime.worker`),
+driven by a supervisor in the parent (:mod:`mirrorlib.runtime.workers`) over the worker's
+stdin (parent -> worker) and stdout (worker -> parent). Each message is one *frame*: a 4-byte
+big-endian length, then the pickled message. Both ends run the same installed mirrorlib (the
+parent starts ``sys.executable -m mirrorlib.runtime.worker``), and the messages are plain
+values: the flow's settings as data, never code of the embedding program.
+
+Parent -> worker: :class:`Start` (once, first), then :class:`Topics` and :class:`Assign`
+whenever they change (the first :class:`Assign` follows :class:`Start` at once), :class:`Stop`
+to end. Worker -> parent: :class:`Report` every :data:`REPORT_INTERVAL_S` (the heartbeat, with
+per-partition counters), :class:`Applied` once it holds exactly an assignment (every partition
+it dropped is committed and released; it is sent only after the worker's transactional producer
+was initialised, so the first one also says that any earlier process of the slot is fenced),
+:class:`Syncs` (offset syncs, written by the parent) and :class:`Exit` (why it ends).
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections.abc import Mapping
+from typing import IO, Any
+
+import attrs
+
+from mirrorlib.core.catalog import RemoteTopic
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import PartitionStats
+from mirrorlib.core.syncs import EmittedSync
+from mirrorlib.errors import WorkerProtocolError
+
+__all__ = [
+    "REPORT_INTERVAL_S",
+    "Applied",
+    "Assign",
+    "Exit",
+    "PartitionReport",
+    "Report",
+    "ReportMerger",
+    "Start",
+    "Stop",
+    "Syncs",
+    "Topics",
+    "WorkerProtocolError",
+    "read_frame",
+    "report_of",
+    "write_frame",
+]
+
+Key = tuple[str, int]
+
+#: seconds between two reports (heartbeats) of a worker
+REPORT_INTERVAL_S = 0.5
+#: a frame larger than this is refused (a corrupt length)
+MAX_FRAME = 256 * 1024 * 1024
+_LEN = struct.Struct(">I")
+
+
+@attrs.frozen
+class Start:
+    """The worker's job: copy for flow ``settings`` as slot ``slot`` of ``tasks``, writing
+    through the transactional producer ``transactional_id``."""
+
+    settings: FlowSettings
+    slot: int
+    transactional_id: str
+    offsets_topic_partitions: int
+    parent_pid: int
+    log_level: int
+
+
+@attrs.frozen
+class Topics:
+    """The flow's remote topics (source topic -> remote topic), as the metadata thread knows
+    them."""
+
+    topics: Mapping[str, RemoteTopic]
+
+
+@attrs.frozen
+class Assign:
+    """The partitions the worker is to copy from now on (the whole set, numbered)."""
+
+    version: int
+    partitions: frozenset[Key]
+
+
+@attrs.frozen
+class Stop:
+    """Commit and end."""
+
+
+@attrs.frozen
+class Applied:
+    """The worker holds exactly the partitions of assignment ``version``: the ones it dropped
+    are committed and no longer written."""
+
+    version: int
+
+
+@attrs.frozen
+class PartitionReport:
+    """The counters of one partition in a worker (see :class:`PartitionStats`); ``ages`` and
+    ``latencies``: the record-age and replication-latency samples (ms) since the last report."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    record_count: int
+    byte_count: int
+    position: int | None
+    end_offset: int | None
+    tail_timestamp_ms: int | None
+    lost_records: int
+    error: str | None
+    ages: tuple[float, ...] = ()
+    latencies: tuple[float, ...] = ()
+
+
+@attrs.frozen
+class Report:
+    """A worker's heartbeat: its partitions' counters and its errors."""
+
+    pid: int
+    partitions: tuple[PartitionReport, ...]
+    errors: tuple[str, ...]
+
+
+@attrs.frozen
+class Syncs:
+    """Offset syncs of committed records, for the parent to write."""
+
+    syncs: tuple[EmittedSync, ...]
+
+
+@attrs.frozen
+class Exit:
+    """The worker ends: ``fenced`` when its producer died or was fenced (its slot may have a
+    newer process), ``failed`` when the flow must stop (data loss)."""
+
+    reason: str
+    fenced: bool = False
+    failed: bool = False
+
+
+def write_frame(stream: IO[bytes], message: object) -> None:
+    """Write one frame and flush."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LEN.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """Read one frame; ``None`` at the end of the stream (the other side is gone)."""
+    head = _read_exactly(stream, _LEN.size)
+    if head is None:
+        return None
+    (size,) = _LEN.unpack(head)
+    if size > MAX_FRAME:
+        raise WorkerProtocolError(f"worker frame of {size} bytes refused (corrupt stream?)")
+    body = _read_exactly(stream, size)
+    if body is None:
+        return None
+    return pickle.loads(body)  # only ever from our own parent or worker process
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    left = size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def report_of(
+    topic: str,
+    partition: int,
+    stats: PartitionStats,
+    ages: tuple[float, ...] = (),
+    latencies: tuple[float, ...] = (),
+) -> PartitionReport:
+    """The report of one partition's counters."""
+    return PartitionReport(
+        topic=topic,
+        partition=partition,
+        remote_topic=stats.remote_topic,
+        record_count=stats.record_count,
+        byte_count=stats.byte_count,
+        position=stats.position,
+        end_offset=stats.end_offset,
+        tail_timestamp_ms=stats.tail_timestamp_ms,
+        lost_records=stats.lost_records,
+        error=stats.error,
+        ages=ages,
+        latencies=latencies,
+    )
+
+
+class ReportMerger:
+    """Applies the reports of one worker process to the parent's counters.
+
+    Counters (records, bytes, lost records) move by the difference to the same process's last
+    report of the partition, so a restarted worker (counting from 0) never moves them back;
+    positions, end offsets and errors are taken as reported.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[Key, PartitionReport] = {}
+
+    def apply(self, report: PartitionReport, stats: PartitionStats) -> None:
+        key = (report.topic, report.partition)
+        last = self._last.get(key)
+        self._last[key] = report
+        stats.record_count += max(report.record_count - (last.record_count if last else 0), 0)
+        stats.byte_count += max(report.byte_count - (last.byte_count if last else 0), 0)
+        stats.lost_records += max(report.lost_records - (last.lost_records if last else 0), 0)
+        if report.position is not None:
+            stats.position = report.position
+        if report.end_offset is not None:
+            stats.end_offset = report.end_offset
+        if report.tail_timestamp_ms is not None:
+            stats.tail_timestamp_ms = report.tail_timestamp_ms
+        stats.error = report.error
+        for age in report.ages:
+            stats.age.record(age)
+        for latency in report.latencies:
+            stats.latency.record(latency)
+
+    def forget(self, key: Key) -> None:
+        """The partition left this process: its next report (if it comes back) counts anew."""
+        self._last.pop(key, None)

@@ -1,0 +1,225 @@
+"""A copier worker process of one flow (``tasks.max`` > 1): ``python -m mirrorlib.runtime.worker``.
+
+Started by its parent's supervisor (:mod:`mirrorlib.runtime.workers`), which talks to it over
+stdin and stdout in the frames of :mod:`mirrorlib.core.workerproto` (the worker's own output
+goes to stderr, the parent's log). It runs one :class:`~mirrorlib.kafka.copier.Copier` in
+worker mode: the partitions its parent assigns, a transactional producer with its slot's id,
+offset syncs handed to the parent. It ends:
+
+* on :class:`~mirrorlib.core.workerproto.Stop` (committing first), exit status 0;
+* when its parent is gone (stdin closed, or its parent process id changed): it commits within
+  :data:`ORPHAN_DEADLINE_S` or exits without, so a kill -9 of the parent leaves no worker
+  behind; status 0;
+* when its producer dies or is fenced (a newer process of its slot took over): at once, writing
+  nothing more, status :data:`EXIT_FENCED`;
+* on data loss with ``data.loss.action=fail``: status :data:`EXIT_FAILED` (the flow fails).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from typing import IO, Any
+
+import attrs
+
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.workerproto import (
+    REPORT_INTERVAL_S,
+    Applied,
+    Assign,
+    Exit,
+    Report,
+    Start,
+    Stop,
+    Syncs,
+    Topics,
+    read_frame,
+    report_of,
+    write_frame,
+)
+from mirrorlib.kafka.copier import Copier, DirectAssignment
+from mirrorlib.kafka.positions import PositionStore
+
+__all__ = ["EXIT_FAILED", "EXIT_FENCED", "ORPHAN_DEADLINE_S", "main"]
+
+log = logging.getLogger(__name__)
+
+EXIT_FENCED = 3
+EXIT_FAILED = 4
+#: seconds an orphaned worker (its parent died) has to commit before it exits regardless
+ORPHAN_DEADLINE_S = 10.0
+
+
+class _Channel:
+    """The frames to the parent (from several threads); a closed pipe stops the worker."""
+
+    def __init__(self, stream: IO[bytes], stop: threading.Event) -> None:
+        self._stream = stream
+        self._stop = stop
+        self._lock = threading.Lock()
+
+    def send(self, message: object) -> None:
+        with self._lock:
+            try:
+                write_frame(self._stream, message)
+            except (OSError, ValueError):
+                self._stop.set()  # the parent is gone
+
+
+class _ParentSyncs:
+    """The copier's sync sink: due offset syncs go to the parent, which writes them."""
+
+    def __init__(self, emitter: OffsetSyncEmitter, channel: _Channel) -> None:
+        self.emitter = emitter
+        self.channel = channel
+
+    def send(self) -> None:
+        taken = self.emitter.take_pending()
+        if taken:
+            self.channel.send(Syncs(tuple(taken)))
+
+    def poll(self) -> None:
+        """Nothing to serve: the parent writes the syncs."""
+
+    def flush(self, timeout: float) -> int:
+        del timeout
+        return 0
+
+
+class _Worker:
+    def __init__(self, start: Start, channel: _Channel, stop: threading.Event) -> None:
+        s = attrs.evolve(start.settings, group_instance_id=None)  # no group: direct assignment
+        self.start = start
+        self.channel = channel
+        self.stop = stop
+        self.catalog = TopicCatalog()
+        self.stats = StatsRegistry(s.source, s.target, internal=s.policy.is_heartbeats_topic)
+        self.assignment = DirectAssignment(lambda version: channel.send(Applied(version)))
+        positions = PositionStore(
+            s.target_consumer,
+            s.offset_storage_topic,
+            source_alias=s.source,
+            target_alias=s.target,
+            partitions=start.offsets_topic_partitions,
+            read_committed=True,  # worker positions are always written in transactions
+        )
+        self.copier = Copier(
+            s,
+            self.catalog,
+            self.stats,
+            positions,
+            assignment=self.assignment,
+            transactional_id=start.transactional_id,
+            sync_sink=lambda emitter: _ParentSyncs(emitter, channel),
+        )
+
+    def read_parent(self, stream: IO[bytes]) -> None:
+        """Apply the parent's messages; the end of stdin means the parent is gone."""
+        while True:
+            try:
+                message = read_frame(stream)
+            except Exception:
+                log.exception("worker %d: unreadable message from the parent", self.start.slot)
+                message = None
+            if message is None or isinstance(message, Stop):
+                if message is None:
+                    self._orphaned("its parent closed the pipe")
+                self.stop.set()
+                return
+            if isinstance(message, Topics):
+                self.catalog.publish(message.topics)
+            elif isinstance(message, Assign):
+                self.assignment.set(message.version, message.partitions)
+
+    def _orphaned(self, why: str) -> None:
+        log.warning(
+            "worker %d (pid %d) of flow %s: %s; stopping",
+            self.start.slot,
+            os.getpid(),
+            self.start.settings.name,
+            why,
+        )
+
+        def deadline() -> None:
+            time.sleep(ORPHAN_DEADLINE_S)
+            os._exit(0)
+
+        threading.Thread(target=deadline, daemon=True).start()
+
+    def report(self) -> None:
+        """Send a report every :data:`REPORT_INTERVAL_S` (the heartbeat); watch the parent."""
+        seen: dict[tuple[str, int], tuple[int, int]] = {}  # age/latency sample counts
+        while not self.stop.wait(REPORT_INTERVAL_S):
+            if os.getppid() != self.start.parent_pid:
+                self._orphaned("its parent process is gone")
+                self.stop.set()
+                return
+            parts = []
+            for key, st in sorted(self.stats.partitions().items()):
+                ages, latencies = seen.get(key, (0, 0))
+                parts.append(
+                    report_of(
+                        key[0],
+                        key[1],
+                        st,
+                        ages=(st.age.last,) if st.age.count > ages and st.age.last else (),
+                        latencies=(
+                            (st.latency.last,)
+                            if st.latency.count > latencies and st.latency.last
+                            else ()
+                        ),
+                    )
+                )
+                seen[key] = (st.age.count, st.latency.count)
+            self.channel.send(Report(os.getpid(), tuple(parts), self.stats.errors()))
+
+    def run(self, stream: IO[bytes]) -> int:
+        threading.Thread(target=self.read_parent, args=(stream,), daemon=True).start()
+        threading.Thread(target=self.report, daemon=True).start()
+        self.copier.run(self.stop)
+        if self.copier.failed is not None:
+            self.channel.send(Exit(self.copier.failed, failed=True))
+            return EXIT_FAILED
+        if self.copier.fenced is not None:
+            self.channel.send(Exit(self.copier.fenced, fenced=True))
+            return EXIT_FENCED
+        self.channel.send(Exit("stopped"))
+        return 0
+
+
+def main() -> int:
+    """Run one worker: read :class:`Start` from stdin, copy until told to stop."""
+    # frames own the real stdout; anything printed goes to stderr instead
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stream = sys.stdin.buffer
+    start = read_frame(stream)
+    if not isinstance(start, Start):
+        print("mirrorlib worker: expected a Start message on stdin", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=start.log_level,
+        stream=sys.stderr,
+        format=(
+            f"%(asctime)s %(levelname)s [{start.settings.name} worker {start.slot} "
+            f"pid {os.getpid()}] %(name)s: %(message)s"
+        ),
+    )
+    stop = threading.Event()
+    worker = _Worker(start, _Channel(out, stop), stop)
+    return worker.run(stream)
+
+
+def _run_main() -> Any:  # pragma: no cover - the process entry point
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _run_main()

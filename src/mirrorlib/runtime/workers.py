@@ -1,0 +1,656 @@
+"""``tasks.max`` > 1: a flow copies in worker processes, one writer per partition, fenced.
+
+:class:`WorkerPlane` is the data plane of a flow with ``tasks.max = N > 1``: instead of the
+in-process copier thread (:class:`~mirrorlib.runtime.flow.CopierPlane`), a :class:`Supervisor`
+runs N copier worker OS processes (``python -m mirrorlib.runtime.worker``; threads would share
+one GIL), numbered *slots* 0..N-1, each copying a disjoint set of the flow's partitions. The
+parent keeps the control plane (metadata, checkpoints, heartbeats, status) and writes the
+workers' offset syncs.
+
+**Sharing with other processes.** The partitions this process copies are its share of the
+flow's consumer group on the source (``mirrorlib-<A>-><B>``), exactly as with one copier: a
+*membership* consumer subscribes to the flow's topics, keeps every partition paused (it fetches
+nothing) and only serves rebalances. It is a static member (``group.instance.id`` =
+``mirrorlib-<A>-><B>-<node>``), so a restarted process gets its partitions back at once instead
+of after the group's session timeout. A partition revoked from this process is released by its
+worker (committed, unassigned) before the revocation completes.
+
+**Placement.** By load, not count (:mod:`mirrorlib.core.placement`): pending bytes and recent
+rate, from the flow's counters. Placed when partitions come or go and when a slot stays down
+longer than :data:`DOWN_GRACE_S`; moved between live workers only when the imbalance is large
+(at most every :data:`REBALANCE_S`), and then release-confirm-then-assign.
+
+**The fence: one writer per target partition.** Every worker writes records *and* positions
+through a transactional producer with ``transactional.id = mirrorlib-<A>-><B>-<node>-<slot>``
+(the exactly-once committer, whichever the delivery mode). A partition is given to a slot only
+when no other slot may still write it: the slot holding it confirmed the release (its
+transaction with the partition's last records and position committed, the partition
+unassigned), or that slot's process is dead (reaped: a dead producer can neither write nor
+commit). A worker that stops reporting for ``unresponsive_after`` seconds (stopped, stuck) is
+replaced: a new process for the same slot starts with the same transactional id, whose
+initialisation bumps the producer epoch, so the stale process can no longer write or commit
+anything (its open transaction is aborted), and the stale process is sent ``SIGKILL``. A
+worker whose producer is fenced or dies exits (it never initialises its id again, which would
+fence the legitimate process), and so does a worker whose parent is gone. Offset syncs reach
+the offset-syncs topic only through the parent, which reads nothing from a process it replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.placement import load_of, place
+from mirrorlib.core.retry import Backoff
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
+from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.workerproto import (
+    REPORT_INTERVAL_S,
+    Applied,
+    Assign,
+    Exit,
+    Report,
+    ReportMerger,
+    Start,
+    Stop,
+    Syncs,
+    Topics,
+    read_frame,
+    write_frame,
+)
+from mirrorlib.kafka.membership import GroupShare
+from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
+from mirrorlib.runtime.worker import EXIT_FAILED
+
+__all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+#: seconds without a report after which a worker is replaced (its first report may take longer:
+#: :data:`STARTUP_S`)
+UNRESPONSIVE_S = 6.0
+STARTUP_S = 60.0
+#: back-off (seconds) of a slot's restarts; reset once a process ran :data:`HEALTHY_S`
+RESTART_BASE_S, RESTART_CAP_S, HEALTHY_S = 0.5, 30.0, 60.0
+#: seconds a slot whose process died keeps its partitions, waiting for its next process
+DOWN_GRACE_S = 10.0
+#: seconds between two moves of partitions between live workers
+REBALANCE_S = 30.0
+#: seconds a revocation (another process takes partitions) waits for the workers' release
+RELEASE_TIMEOUT_S = 30.0
+#: seconds the workers get to commit and exit when the flow stops
+STOP_TIMEOUT_S = 20.0
+
+
+class _Process:
+    """One OS process of a slot, and what the parent knows of it."""
+
+    def __init__(self, slot: int, popen: subprocess.Popen[bytes]) -> None:
+        self.slot = slot
+        self.popen = popen
+        self.pid = popen.pid
+        self.started = time.monotonic()
+        self.last_seen: float | None = None  # monotonic time of the last message
+        self.merger = ReportMerger()
+        self.sent: frozenset[Key] = frozenset()  # the last assignment sent
+        self.version = -1  # its number
+        self.applied = -1  # the last version the process confirmed
+        # partitions removed by assignments not confirmed yet: (version, keys)
+        self.releasing: list[tuple[int, frozenset[Key]]] = []
+        self.records = 0  # records reported (for the rate)
+        self.rate = (time.monotonic(), 0, 0.0)  # (time, records, records/s)
+        self.stale = False  # replaced: nothing it says counts any more
+        self._lock = threading.Lock()
+
+    def may_hold(self) -> frozenset[Key]:
+        """The partitions this process may be writing."""
+        held = set(self.sent)
+        for _, keys in self.releasing:
+            held |= keys
+        return frozenset(held)
+
+    def send(self, message: object) -> bool:
+        stdin = self.popen.stdin
+        if stdin is None:
+            return False
+        with self._lock:
+            try:
+                write_frame(stdin, message)
+            except (OSError, ValueError):
+                return False
+        return True
+
+    def read(self, events: queue.Queue[tuple[_Process, Any]]) -> None:
+        """Forward every frame of the process to the supervisor (``None`` at its end)."""
+        stdout = self.popen.stdout
+        assert stdout is not None
+        while True:
+            try:
+                message = read_frame(stdout)
+            except Exception as exc:
+                log.warning("worker %d (pid %d): unreadable frame: %s", self.slot, self.pid, exc)
+                message = None
+            events.put((self, message))
+            if message is None:
+                return
+
+    def close_pipes(self) -> None:
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class _Slot:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: _Process | None = None
+        self.placed: frozenset[Key] = frozenset()  # the planner's partitions for the slot
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.backoff = Backoff(base=RESTART_BASE_S, cap=RESTART_CAP_S)
+        self.next_start = 0.0  # monotonic time its next process may start
+        self.down_since: float | None = None  # when its process died (None: never ran, or up)
+
+
+def _worker_command() -> list[str]:
+    return [sys.executable, "-m", "mirrorlib.runtime.worker"]
+
+
+class Supervisor:
+    """Runs, watches and assigns a flow's worker processes (see the module).
+
+    ``owned()`` answers the partitions this process is to copy now (its share of the group);
+    ``offsets_topic_partitions``: the offsets topic's partition count. Run :meth:`run` in a
+    thread of the flow; all state changes happen in that thread except :meth:`holding`.
+    """
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        flow_stats: StatsRegistry,
+        catalog: TopicCatalog,
+        owned: Callable[[], frozenset[Key]],
+        *,
+        offsets_topic_partitions: int,
+        unresponsive_after: float = UNRESPONSIVE_S,
+        command: Callable[[], list[str]] = _worker_command,
+    ) -> None:
+        self.s = settings
+        self.stats = flow_stats
+        self.catalog = catalog
+        self.owned = owned
+        self.offsets_topic_partitions = offsets_topic_partitions
+        self.unresponsive_after = unresponsive_after
+        self.command = command
+        self.slots = [_Slot(i) for i in range(settings.tasks_max)]
+        self.events: queue.Queue[tuple[_Process, Any]] = queue.Queue()
+        self._lock = threading.Lock()  # guards what holding() reads
+        self._catalog_version = -1
+        self._last_rebalance = time.monotonic()
+        self._replan = True
+        self._owned: frozenset[Key] = frozenset()
+        self._syncs: OffsetSyncWriter | None = None
+        self._stale: list[_Process] = []  # replaced processes, killed, to reap
+
+    # -- what others ask ----------------------------------------------------------------------
+
+    def holding(self, keys: frozenset[Key]) -> frozenset[Key]:
+        """Which of ``keys`` a worker may still be writing (thread-safe)."""
+        with self._lock:
+            held: set[Key] = set()
+            for slot in self.slots:
+                if slot.process is not None:
+                    held |= slot.process.may_hold() & keys
+            return frozenset(held)
+
+    def await_release(self, keys: frozenset[Key], stop: threading.Event) -> None:
+        """Block until no worker may write any of ``keys`` any more (they were revoked from
+        this process: the workers commit and drop them), at most :data:`RELEASE_TIMEOUT_S`
+        or until ``stop``."""
+        self._replan = True
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while self.holding(keys) and time.monotonic() < deadline:
+            if stop.wait(0.05):
+                return  # stopping: the workers commit and stop anyway
+        left = self.holding(keys)
+        if not left:
+            return
+        # not released in time: the workers holding them are killed (a dead producer writes
+        # nothing more) before the revocation completes
+        with self._lock:
+            holders = [
+                slot.process
+                for slot in self.slots
+                if slot.process is not None and slot.process.may_hold() & left
+            ]
+        log.warning(
+            "flow %s: %d revoked partition(s) not released by the workers in %.0fs: killing "
+            "worker(s) %s",
+            self.s.name,
+            len(left),
+            RELEASE_TIMEOUT_S,
+            ", ".join(f"{p.slot} (pid {p.pid})" for p in holders),
+        )
+        for proc in holders:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while self.holding(keys) and time.monotonic() < deadline and not stop.wait(0.05):
+            pass
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        if self.s.emit_offset_syncs_enabled:
+            self._syncs = OffsetSyncWriter(
+                self.s.offset_syncs_producer,
+                self.s.offset_syncs_topic,
+                OffsetSyncEmitter(),  # unused: the workers' emitters number the syncs
+                flow=self.s.name,
+                on_written=self._sync_written,
+            )
+        last_plan = 0.0
+        try:
+            while not stop.is_set():
+                self._handle_events(timeout=0.1)
+                now = time.monotonic()
+                self._watch(now)
+                self._start_due(now)
+                self._forward_topics()
+                owned = self.owned()
+                if owned != self._owned:
+                    self._owned = owned
+                    self._replan = True
+                if self._replan or now - last_plan >= 1.0:
+                    self._plan(now)
+                    last_plan = now
+                if self._syncs is not None:
+                    self._syncs.poll()
+                self._publish_rows(now)
+        finally:
+            self._shutdown()
+
+    def _handle_events(self, timeout: float) -> None:
+        try:
+            proc, message = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            self._handle(proc, message)
+            try:
+                proc, message = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle(self, proc: _Process, message: Any) -> None:
+        if proc.stale:
+            return  # replaced: nothing it says counts (it may not even know yet)
+        proc.last_seen = time.monotonic()
+        slot = self.slots[proc.slot]
+        if isinstance(message, Report):
+            self._merge(slot, proc, message)
+        elif isinstance(message, Applied):
+            with self._lock:
+                proc.applied = max(proc.applied, message.version)
+                proc.releasing = [(v, k) for v, k in proc.releasing if v > proc.applied]
+            self._replan = True
+        elif isinstance(message, Syncs):
+            if self._syncs is not None:
+                for emitted in message.syncs:
+                    self._syncs.write(emitted)
+        elif isinstance(message, Exit):
+            slot.last_error = None if not (message.fenced or message.failed) else message.reason
+            if message.failed:
+                self.stats.set_error("copier", message.reason)
+                self.stats.state = FlowState.FAILED
+                log.error("flow %s stopped: %s", self.s.name, message.reason)
+        elif message is None:
+            self._died(slot, proc)
+
+    def _merge(self, slot: _Slot, proc: _Process, report: Report) -> None:
+        held = proc.may_hold()
+        records = 0
+        for part in report.partitions:
+            key = (part.topic, part.partition)
+            records += part.record_count
+            if key not in held or key not in self._owned:
+                continue
+            stats = self.stats.partition(part.topic, part.partition, part.remote_topic)
+            proc.merger.apply(part, stats)
+            stats.worker = slot.index
+        proc.records = records
+        self.stats.set_error(f"worker {slot.index}", "; ".join(report.errors) or None)
+
+    # -- process life ---------------------------------------------------------------------------
+
+    def _start_due(self, now: float) -> None:
+        for slot in self.slots:
+            if slot.process is None and now >= slot.next_start:
+                self._start(slot)
+
+    def _start(self, slot: _Slot) -> None:
+        try:
+            popen = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+            )
+        except OSError as exc:
+            self._failed_start(slot, f"cannot start a worker process: {exc}")
+            return
+        proc = _Process(slot.index, popen)
+        start = Start(
+            settings=self.s,
+            slot=slot.index,
+            transactional_id=f"{self.s.transactional_id}-{slot.index}",
+            offsets_topic_partitions=self.offsets_topic_partitions,
+            parent_pid=os.getpid(),
+            log_level=logging.getLogger().getEffectiveLevel(),
+        )
+        if not proc.send(start):
+            popen.kill()
+            popen.wait()
+            self._failed_start(slot, "the worker process ended at once")
+            return
+        with self._lock:
+            slot.process = proc
+        slot.down_since = None
+        threading.Thread(
+            target=proc.read,
+            args=(self.events,),
+            name=f"mirrorlib {self.s.name} worker {slot.index} reader",
+            daemon=True,
+        ).start()
+        _, topics = self.catalog.snapshot()
+        proc.send(Topics(topics))
+        self._assign(proc, frozenset())  # answered once its producer is initialised
+        log.info(
+            "flow %s: worker %d started (pid %d, transactional id %s)",
+            self.s.name,
+            slot.index,
+            proc.pid,
+            start.transactional_id,
+        )
+        self._replan = True
+
+    def _failed_start(self, slot: _Slot, why: str) -> None:
+        delay = slot.backoff.next_delay()
+        slot.next_start = time.monotonic() + delay
+        slot.last_error = why
+        log.error("flow %s: worker %d: %s; retrying in %.0fs", self.s.name, slot.index, why, delay)
+
+    def _died(self, slot: _Slot, proc: _Process) -> None:
+        """The process's stdout ended: it exited (or is about to); reap it."""
+        try:
+            code = proc.popen.wait(5.0)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            code = proc.popen.wait()
+        proc.close_pipes()
+        with self._lock:
+            if slot.process is proc:
+                slot.process = None
+        for key in proc.may_hold():
+            proc.merger.forget(key)
+        if slot.process is not None:
+            return  # already replaced
+        now = time.monotonic()
+        slot.down_since = now
+        if now - proc.started >= HEALTHY_S:
+            slot.backoff.reset()
+        if slot.last_error is None and code != 0:
+            slot.last_error = f"exited with status {code}"
+        if code == EXIT_FAILED:  # the flow fails: no restart
+            slot.next_start = float("inf")
+            self._replan = True
+            return
+        slot.restarts += 1
+        delay = slot.backoff.next_delay()
+        slot.next_start = now + delay
+        log.warning(
+            "flow %s: worker %d (pid %d) ended (%s); restarting it in %.0fs",
+            self.s.name,
+            slot.index,
+            proc.pid,
+            slot.last_error or f"exit status {code}",
+            delay,
+        )
+        self._replan = True
+
+    def _watch(self, now: float) -> None:
+        """Replace processes that stopped reporting; reap the replaced ones."""
+        for slot in self.slots:
+            proc = slot.process
+            if proc is None:
+                continue
+            seen = proc.last_seen
+            silent = now - (seen if seen is not None else proc.started)
+            limit = self.unresponsive_after if seen is not None else STARTUP_S
+            if silent > limit:
+                self._replace(slot, proc, silent)
+        for proc in list(self._stale):
+            if proc.popen.poll() is not None:
+                proc.close_pipes()
+                self._stale.remove(proc)
+
+    def _replace(self, slot: _Slot, proc: _Process, silent: float) -> None:
+        """``proc`` stopped reporting: a new process of the slot takes over with the same
+        transactional id (fencing ``proc``), and ``proc`` is killed."""
+        proc.stale = True
+        self._stale.append(proc)
+        slot.restarts += 1
+        slot.last_error = f"pid {proc.pid} unresponsive for {silent:.0f}s: replaced"
+        log.error(
+            "flow %s: worker %d (pid %d) sent nothing for %.0fs: starting a new process for the "
+            "slot (same transactional id: the old one is fenced) and killing it",
+            self.s.name,
+            slot.index,
+            proc.pid,
+            silent,
+        )
+        placed = proc.sent
+        with self._lock:
+            slot.process = None
+        self._start(slot)
+        new = slot.process
+        if new is not None:  # the new process gets the partitions once its init fenced `proc`
+            self._assign(new, placed)
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGKILL)
+
+    # -- placement ------------------------------------------------------------------------------
+
+    def _loads(self) -> dict[Key, float]:
+        counters = self.stats.partitions()
+        now = time.monotonic()
+        loads = {}
+        for key in self._owned:
+            st = counters.get(key)
+            if st is None or st.position is None or st.end_offset is None:
+                loads[key] = load_of(None, None)
+                continue
+            size = st.byte_count / st.record_count if st.record_count else 1.0
+            pending = max(st.end_offset - st.position, 0) * size
+            loads[key] = load_of(pending, st.rates(now)[1])
+        return loads
+
+    def _plan(self, now: float) -> None:
+        self._replan = False
+        eligible = [
+            s.index
+            for s in self.slots
+            if s.process is not None
+            or (s.down_since is not None and now - s.down_since < DOWN_GRACE_S)
+        ]
+        current = {k: s.index for s in self.slots if s.index in eligible for k in s.placed}
+        rebalance = now - self._last_rebalance >= REBALANCE_S
+        placement = place(
+            self._loads(), current, eligible, imbalance=2.0 if rebalance else float("inf")
+        )
+        if placement.moved:
+            self._last_rebalance = now
+            log.info(
+                "flow %s: moving %d partition(s) between workers for balance: %s",
+                self.s.name,
+                len(placement.moved),
+                ", ".join(f"{t}-{p} {a}->{b}" for (t, p), a, b in placement.moved),
+            )
+        elif rebalance:
+            self._last_rebalance = now
+        for slot in self.slots:
+            slot.placed = placement.of(slot.index)
+        for slot in self.slots:
+            proc = slot.process
+            if proc is None or proc.stale:
+                continue
+            others = frozenset().union(
+                *(o.process.may_hold() for o in self.slots if o is not slot and o.process)
+            )
+            wanted = frozenset(k for k in slot.placed if k not in others)
+            if wanted != proc.sent:
+                self._assign(proc, wanted)
+        self._drop_unowned()
+
+    def _assign(self, proc: _Process, partitions: frozenset[Key]) -> None:
+        with self._lock:
+            proc.version += 1
+            removed = proc.sent - partitions
+            if removed:
+                proc.releasing.append((proc.version, removed))
+            proc.sent = partitions
+        for key in removed:
+            proc.merger.forget(key)
+        proc.send(Assign(proc.version, partitions))
+
+    def _drop_unowned(self) -> None:
+        """Counters of partitions this process no longer copies leave the status."""
+        for key in self.stats.partitions():
+            if key not in self._owned:
+                self.stats.drop_partition(*key)
+
+    def _forward_topics(self) -> None:
+        version, topics = self.catalog.snapshot()
+        if version == self._catalog_version:
+            return
+        self._catalog_version = version
+        for slot in self.slots:
+            if slot.process is not None:
+                slot.process.send(Topics(topics))
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _publish_rows(self, now: float) -> None:
+        rows = []
+        for slot in self.slots:
+            proc = slot.process
+            rate = 0.0
+            if proc is not None:
+                t0, r0, rate = proc.rate
+                if now - t0 >= 5.0:
+                    rate = max(proc.records - r0, 0) / (now - t0)
+                    proc.rate = (now, proc.records, rate)
+            rows.append(
+                WorkerStatus(
+                    slot=slot.index,
+                    pid=None if proc is None else proc.pid,
+                    partitions=0 if proc is None else len(proc.sent),
+                    records_per_second=rate,
+                    restarts=slot.restarts,
+                    last_error=slot.last_error,
+                )
+            )
+        self.stats.workers = tuple(rows)
+
+    def _sync_written(self) -> None:
+        self.stats.offset_syncs_emitted += 1
+
+    # -- stop -------------------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Tell every worker to commit and stop; kill those that do not within the timeout."""
+        procs = [s.process for s in self.slots if s.process is not None]
+        for proc in procs:
+            proc.send(Stop())
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for proc in procs:
+            try:
+                proc.popen.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "flow %s: worker %d (pid %d) did not stop in %.0fs: killed",
+                    self.s.name,
+                    proc.slot,
+                    proc.pid,
+                    STOP_TIMEOUT_S,
+                )
+                proc.popen.kill()
+                proc.popen.wait()
+        for proc in [*procs, *self._stale]:
+            if proc.popen.poll() is None:
+                proc.popen.kill()
+                proc.popen.wait()
+            proc.close_pipes()
+        with self._lock:
+            for slot in self.slots:
+                slot.process = None
+        # syncs of what the workers committed last
+        while True:
+            try:
+                proc, message = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(message, Syncs | Report):
+                self._handle(proc, message)
+        if self._syncs is not None:
+            self._syncs.flush(5.0)
+
+
+class WorkerPlane:
+    """The data plane of a flow with ``tasks.max`` > 1 (see the module): a :class:`Supervisor`
+    thread (``supervisor``) with its worker processes, and the group membership thread.
+
+    ``unresponsive_after``: seconds without a report after which a worker is replaced."""
+
+    def __init__(self, *, unresponsive_after: float = UNRESPONSIVE_S) -> None:
+        self.unresponsive_after = unresponsive_after
+        self.supervisor: Supervisor | None = None
+        """The running supervisor (``None`` until the flow started)."""
+
+    def prepare(self, flow: Any) -> None:
+        """Nothing to do: the workers wait for the metadata thread's first topic refresh."""
+
+    def start(self, flow: Any) -> None:
+        share = GroupShare(flow.settings, flow.catalog)
+        supervisor = self.supervisor = Supervisor(
+            flow.settings,
+            flow.stats,
+            flow.catalog,
+            share.owned,
+            offsets_topic_partitions=flow.metadata.offsets_topic_partitions,
+            unresponsive_after=self.unresponsive_after,
+        )
+        share.await_release = supervisor.await_release
+        flow.spawn("workers", supervisor.run)
+        flow.spawn("membership", share.run)
+
+    def stop(self) -> None:
+        """Nothing to do: the supervisor watches the flow's stop event and stops its workers."""
+
+
+# the worker's report interval is the supervisor's heartbeat: keep the timeout well above it
+assert UNRESPONSIVE_S > 4 * REPORT_INTERVAL_S

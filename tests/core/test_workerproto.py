@@ -1,0 +1,89 @@
+"""The frames between a flow's parent process and its copier workers."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from mirrorlib.core.catalog import RemoteTopic
+from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.workerproto import (
+    MAX_FRAME,
+    Applied,
+    Assign,
+    PartitionReport,
+    ReportMerger,
+    Topics,
+    WorkerProtocolError,
+    read_frame,
+    report_of,
+    write_frame,
+)
+
+
+def test_frames_round_trip_and_end_with_none() -> None:
+    stream = io.BytesIO()
+    messages = [
+        Assign(3, frozenset({("t", 0), ("t", 1)})),
+        Topics({"t": RemoteTopic("A.t", 2, 1000)}),
+        Applied(3),
+    ]
+    for m in messages:
+        write_frame(stream, m)
+    stream.seek(0)
+    assert [read_frame(stream) for _ in messages] == messages
+    assert read_frame(stream) is None
+
+
+def test_a_truncated_frame_is_the_end_of_the_stream() -> None:
+    stream = io.BytesIO()
+    write_frame(stream, Applied(1))
+    data = stream.getvalue()
+    assert read_frame(io.BytesIO(data[:-1])) is None
+
+
+def test_a_corrupt_length_is_refused() -> None:
+    with pytest.raises(WorkerProtocolError):
+        read_frame(io.BytesIO((MAX_FRAME + 1).to_bytes(4, "big") + b"x"))
+
+
+def report(records: int, nbytes: int, position: int) -> PartitionReport:
+    return PartitionReport("t", 0, "A.t", records, nbytes, position, 100, 5, 0, None, (7.0,), ())
+
+
+def test_merged_counters_never_go_back_when_a_worker_restarts() -> None:
+    registry = StatsRegistry("A", "B")
+    stats = registry.partition("t", 0, "A.t")
+    first = ReportMerger()
+    first.apply(report(10, 100, 10), stats)
+    first.apply(report(25, 250, 25), stats)
+    assert (stats.record_count, stats.byte_count, stats.position) == (25, 250, 25)
+    second = ReportMerger()  # the slot's next process counts from 0 again
+    second.apply(report(5, 50, 30), stats)
+    assert (stats.record_count, stats.byte_count, stats.position) == (30, 300, 30)
+    assert stats.end_offset == 100 and stats.age.count == 3
+
+
+def test_a_forgotten_partition_counts_anew() -> None:
+    registry = StatsRegistry("A", "B")
+    stats = registry.partition("t", 0, "A.t")
+    merger = ReportMerger()
+    merger.apply(report(10, 100, 10), stats)
+    merger.forget(("t", 0))
+    merger.apply(report(3, 30, 13), stats)
+    assert stats.record_count == 13
+
+
+def test_report_of_copies_the_counters() -> None:
+    registry = StatsRegistry("A", "B")
+    stats = registry.partition("t", 1, "A.t")
+    stats.record_count, stats.position = 4, 9
+    r = report_of("t", 1, stats)
+    assert (r.topic, r.partition, r.remote_topic, r.record_count, r.position) == (
+        "t",
+        1,
+        "A.t",
+        4,
+        9,
+    )

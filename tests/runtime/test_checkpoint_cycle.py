@@ -1,0 +1,144 @@
+"""One checkpoint cycle without a broker: unchanged pairs are skipped, changes are translated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.syncs import SyncLineage
+from mirrorlib.runtime.checkpoints import CheckpointTask
+
+TP = TopicPartition("t", 0)
+
+
+class _Msg:
+    def __init__(self, key: bytes, value: bytes, headers: Any = None) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> Any:
+        return self._headers
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1000)
+
+
+class _Producer:
+    def __init__(self) -> None:
+        self.written: list[Checkpoint] = []
+        self._reports: list[Any] = []
+        self.fail = False
+
+    def produce(self, _topic: str, value: bytes, key: bytes, _p: int, **kw: Any) -> None:
+        self.written.append(Checkpoint.decode(key, value))
+        self._reports.append(kw["on_delivery"])
+
+    def flush(self, _timeout: float) -> int:
+        reports, self._reports = self._reports, []
+        for report in reports:
+            report("failed" if self.fail else None, None)
+        return 0
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+
+    def committed_offsets_many(
+        self, groups: Iterable[str]
+    ) -> Mapping[str, Mapping[TopicPartition, OffsetAndMetadata] | Exception]:
+        return {g: dict(self.offsets.get(g, {})) for g in groups}
+
+
+def _task() -> CheckpointTask:
+    props = "clusters=A,B A.bootstrap.servers=a:1 B.bootstrap.servers=b:1 A->B.enabled=true"
+    cfg = MirrorConfig.from_properties(
+        dict(kv.split("=", 1) for kv in (props + " A->B.topics=.* A->B.groups=.*").split())
+    )
+    flow = next(f for f in cfg.flows if f.source == "A")
+    return CheckpointTask(FlowSettings.from_config(cfg, flow), StatsRegistry("A", "B"))
+
+
+def _sync(up: int, down: int, seq: int) -> _Msg:
+    s = OffsetSync("t", 0, up, down)
+    return _Msg(s.encode_key(), s.encode_value(), [SyncLineage("w", seq).to_header()])
+
+
+def test_unchanged_pairs_are_skipped_and_changes_translated() -> None:
+    task, producer, source = _task(), _Producer(), _Source()
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    task.groups = ["g"]
+    source.offsets["g"] = {TP: OffsetAndMetadata(50)}
+    first = task.emit_checkpoints(producer, source=source)
+    assert (first.translated, first.produced) == (1, 1)
+    assert producer.written[-1].downstream_offset == 50  # exact: inside the run
+    again = task.emit_checkpoints(producer, source=source)
+    assert (again.pairs, again.translated, again.produced) == (1, 0, 0)
+    # a commit past the newest sync: newest + 1 until a sync covers it
+    source.offsets["g"] = {TP: OffsetAndMetadata(150)}
+    assert task.emit_checkpoints(producer, source=source).produced == 1
+    assert producer.written[-1].downstream_offset == 101
+    task.take_syncs([_sync(200, 200, 2)])  # covers 150: translated again, exactly
+    assert task.emit_checkpoints(producer, source=source).produced == 1
+    assert producer.written[-1].downstream_offset == 150
+    task.take_syncs([_sync(300, 300, 3)])  # 150 is below the newest sync: nothing new
+    assert task.emit_checkpoints(producer, source=source).translated == 0
+
+
+def test_a_failed_write_is_translated_again() -> None:
+    task, producer, source = _task(), _Producer(), _Source()
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    task.groups = ["g"]
+    source.offsets["g"] = {TP: OffsetAndMetadata(50)}
+    producer.fail = True
+    assert task.emit_checkpoints(producer, source=source).produced == 1
+    assert len(task.store) == 0
+    producer.fail = False
+    assert task.emit_checkpoints(producer, source=source).produced == 1
+    assert len(task.store) == 1
+
+
+def test_commits_from_consumer_offsets_are_emitted_promptly_once_per_interval() -> None:
+    import struct
+
+    def rec(offset: int) -> _Msg:
+        k = struct.pack(">h", 1) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"t"
+        k += struct.pack(">i", 0)
+        v = struct.pack(">hqih", 3, offset, -1, 0) + struct.pack(">q", 1000)
+        return _Msg(k, v)
+
+    task, producer = _task(), _Producer()
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    assert task.take_commits([rec(40)]) == 1
+    assert task.emit_checkpoints(producer, prompt=True).produced == 1
+    assert task.take_commits([rec(60)]) == 1
+    # the group had a cycle less than an interval ago: it waits for the fixed-rate cycle
+    assert task.emit_checkpoints(producer, prompt=True).produced == 0
+    assert task.commits.has_changed()
+    assert task.emit_checkpoints(producer).produced == 1
+    assert [cp.downstream_offset for cp in producer.written] == [40, 60]
+
+
+def test_a_failed_write_following_commits_is_emitted_again_for_an_idle_group() -> None:
+    import struct
+
+    k = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    v = struct.pack(">hqih", 3, 40, -1, 0) + struct.pack(">q", 1000)
+    task, producer = _task(), _Producer()
+    task.following_commits = True
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    task.take_commits([_Msg(k, v)])
+    producer.fail = True
+    assert task.emit_checkpoints(producer).produced == 1
+    producer.fail = False
+    assert task.emit_checkpoints(producer).produced == 1  # no new commit, no new sync
+    assert len(task.store) == 1

@@ -1,0 +1,277 @@
+"""tasks.max > 1: copier worker processes on real local clusters (placement, status, fence)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mirrorlib import Checkpoint, Replicator
+from mirrorlib.core.status import FlowStatus
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import (
+    ReplicatorProcess,
+    commit_group,
+    config,
+    decoded,
+    end_offsets,
+    mm2_properties,
+    produce,
+    read_all,
+    wait_for,
+)
+from tests.runtime.test_delivery import Load
+
+pytestmark = pytest.mark.integration
+
+
+def records(n: int, partitions: int) -> list[dict[str, object]]:
+    return [
+        {"value": str(i).encode(), "key": f"k{i}".encode(), "partition": i % partitions}
+        for i in range(n)
+    ]
+
+
+def flow_status(replicator: Replicator, name: str) -> FlowStatus:
+    (status,) = [s for s in replicator.status() if s.name == name]
+    return status
+
+
+def test_tasks_max_2_copies_every_record_with_two_busy_workers(two_clusters: ClusterSet) -> None:
+    a, b = two_clusters
+    topic = "workers.copy"
+    a.create_topic(topic, 4)
+    produce(a, topic, records(4000, 4))
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "workers\\.copy", "tasks.max": "2"})
+    with Replicator(cfg) as replicator:
+        wait_for(
+            "every record on B",
+            lambda: sum(end_offsets(b, f"A.{topic}").values()) >= 4000,
+            timeout=90,
+        )
+        status = wait_for(
+            "both workers reported",
+            lambda: (
+                (s := flow_status(replicator, "A->B"))
+                and len({p.worker for p in s.partitions if p.record_count}) == 2
+                and s
+            ),
+            timeout=30,
+        )
+        assert len(status.workers) == 2
+        assert {w.slot for w in status.workers} == {0, 1}
+        assert all(w.pid and w.pid != os.getpid() and w.partitions for w in status.workers)
+        assert sum(w.partitions for w in status.workers) == len(status.partitions)
+        assert sum(p.record_count for p in status.partitions if not p.internal) == 4000
+        names = {fam.spec.name for _, fams in replicator.flow_metrics() for fam in fams}
+        assert {"partition_worker", "worker_partitions", "worker_restarts_total"} <= names
+    source = {(m.partition(), m.offset()): (m.key(), m.value()) for m in read_all(a, topic)}
+    target = {(m.partition(), m.offset()): (m.key(), m.value()) for m in read_all(b, f"A.{topic}")}
+    assert target == source
+
+
+def worker_pids(replicator: Replicator) -> dict[int, int]:
+    """slot -> pid of the flow A->B's running workers."""
+    return {w.slot: w.pid for w in flow_status(replicator, "A->B").workers if w.pid is not None}
+
+
+def copied(replicator: Replicator, topic: str) -> int:
+    return sum(
+        p.record_count for p in flow_status(replicator, "A->B").partitions if p.topic == topic
+    )
+
+
+def assert_exactly_once_in_order(b_records: list[object], sent: int, partitions: int) -> None:
+    """Every sent value exactly once, in order within its partition (read_committed)."""
+    per_partition: dict[int, list[int]] = {}
+    for m in b_records:
+        per_partition.setdefault(m.partition(), []).append(int(m.value()))  # type: ignore[attr-defined]
+    for p in range(partitions):
+        assert per_partition.get(p, []) == list(range(p, sent, partitions)), f"partition {p}"
+
+
+def test_kill_9_of_workers_loses_nothing_and_read_committed_sees_no_duplicate(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    topic = "workers.kill"
+    a.create_topic(topic, 4)
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "workers\\.kill", "tasks.max": "2"})
+    load = Load(a, topic, 4).start()
+    rnd = random.Random(7)
+    try:
+        with Replicator(cfg) as replicator:
+            for _ in range(4):
+                time.sleep(rnd.uniform(1.5, 3.5))
+                pids = wait_for("two workers", lambda: len(worker_pids(replicator)) == 2 and
+                                worker_pids(replicator), timeout=60)  # fmt: skip
+                victim = pids[rnd.randrange(2)]
+                os.kill(victim, signal.SIGKILL)
+                wait_for(
+                    "the killed worker replaced",
+                    lambda v=victim: v not in worker_pids(replicator).values(),
+                    timeout=30,
+                )
+            sent = load.stop()
+            wait_for(
+                "every record on B (read_committed)",
+                lambda: len(read_all(b, f"A.{topic}", read_committed=True)) >= sent,
+                timeout=90,
+            )
+            restarts = [w.restarts for w in flow_status(replicator, "A->B").workers]
+            assert sum(restarts) >= 4
+    finally:
+        load.stop()
+    assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)
+    counts = Counter(int(m.value()) for m in read_all(b, f"A.{topic}"))
+    assert not [i for i in range(sent) if counts[i] == 0]
+
+
+def test_a_stopped_worker_is_replaced_and_fenced(two_clusters: ClusterSet) -> None:
+    """SIGSTOP a worker mid-copy: its slot gets a new process (same transactional id: the stale
+    one is fenced) and copying goes on; after SIGCONT the stale process writes nothing more:
+    read_committed sees every source record exactly once and in order."""
+    a, b = two_clusters
+    topic = "workers.fence"
+    a.create_topic(topic, 4)
+    group = "fence-app"
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{"A->B.topics": "workers\\.fence", "A->B.groups": "fence-.*", "tasks.max": "2"},
+    )
+    load = Load(a, topic, 4).start()
+    try:
+        with Replicator(cfg) as replicator:
+            pids = wait_for(
+                "two workers copying",
+                lambda: (
+                    len(worker_pids(replicator)) == 2
+                    and copied(replicator, topic) > 1000
+                    and worker_pids(replicator)
+                ),
+                timeout=60,
+            )
+            stale = pids[0]
+            os.kill(stale, signal.SIGSTOP)
+            try:
+                stopped_at = time.monotonic()
+                wait_for(
+                    "slot 0 replaced",
+                    lambda: worker_pids(replicator).get(0) not in (None, stale),
+                    timeout=60,
+                )
+                replaced_after = time.monotonic() - stopped_at
+                before = copied(replicator, topic)
+                wait_for("copying goes on", lambda: copied(replicator, topic) > before + 1000)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(stale, signal.SIGCONT)
+            print(f"stopped worker replaced after {replaced_after:.1f}s")
+            (slot0,) = [w for w in flow_status(replicator, "A->B").workers if w.slot == 0]
+            assert slot0.restarts >= 1 and "unresponsive" in (slot0.last_error or "")
+            time.sleep(2)  # the stale process, if it were alive, would write now
+            sent = load.stop()
+            # a consumer group of A that read everything copied around the move fails over
+            committed = dict(end_offsets(a, topic))
+            commit_group(a, group, topic, committed)
+            wait_for(
+                "every record on B (read_committed)",
+                lambda: len(read_all(b, f"A.{topic}", read_committed=True)) >= sent,
+                timeout=90,
+            )
+
+            def checkpoints() -> dict[int, Checkpoint]:
+                ours = [
+                    cp
+                    for cp in decoded(b, "A.checkpoints.internal", Checkpoint)
+                    if cp.group == group and cp.upstream_offset == committed.get(cp.partition)
+                ]
+                return {cp.partition: cp for cp in ours}
+
+            translated = wait_for("the group's checkpoints", lambda: len(checkpoints()) == 4 and
+                                  checkpoints(), timeout=60)  # fmt: skip
+    finally:
+        load.stop()
+    on_b = read_all(b, f"A.{topic}", read_committed=True)
+    assert_exactly_once_in_order(on_b, sent, 4)
+    # skips nothing: no record the group had not read on A lies before its translated offset
+    for m in on_b:
+        source_offset = int(m.value()) // 4
+        cp = translated[m.partition()]
+        if source_offset >= cp.upstream_offset:
+            assert m.offset() >= cp.downstream_offset, (m.partition(), source_offset, cp)
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_a_restarted_process_copies_again_within_seconds(
+    two_clusters: ClusterSet, tmp_path: Path, tasks: int
+) -> None:
+    """kill -9, restart: static group membership gives the partitions back at once (not after
+    the 45 s session timeout)."""
+    a, b = two_clusters
+    topic = f"workers.resume{tasks}"
+    a.create_topic(topic, 4)
+    props = mm2_properties(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": f"workers\\.resume{tasks}",
+            "tasks.max": str(tasks),
+            "node.id": f"resume-{tasks}",
+        },
+    )
+    proc = ReplicatorProcess(props, tmp_path, name=f"resume{tasks}")
+    load = Load(a, topic, 4).start()
+    try:
+        proc.start()
+        wait_for("copying", lambda: sum(end_offsets(b, f"A.{topic}").values()) > 1000, timeout=90)
+        workers = children(proc.proc.pid)
+        assert len(workers) == (tasks if tasks > 1 else 0)
+        proc.kill()
+        # the killed parent's workers end by themselves (stdin closed), none is left behind
+        wait_for("the workers gone", lambda: not any(alive(p) for p in workers), timeout=30)
+        restarted = time.monotonic()
+        proc.start()
+        # after the restart, records produced since the kill must appear on B
+        mark = load.sent
+        wait_for(
+            "copying after the restart",
+            lambda: sum(end_offsets(b, f"A.{topic}").values()) > mark + 200,
+            timeout=60,
+            interval=0.2,
+        )
+        resumed = time.monotonic() - restarted
+        print(f"tasks.max={tasks}: copying again {resumed:.1f}s after the restart")
+        assert resumed < 20, proc.log_tail()
+        load.stop()
+        assert proc.stop() == 0, proc.log_tail()
+    finally:
+        load.stop()
+        proc.kill()

@@ -13,6 +13,10 @@ What is measured, at each size P (partitions):
 * **metadata refresh** — ``MetadataTask.refresh_topics`` with P single-partition source topics:
   the first cycle (creates every remote topic), a cycle with nothing changed, a cycle with one
   new topic (CPU-s, round trips);
+* **topic config sync** — ``MetadataTask.sync_topic_configs`` over P source topics whose remote
+  topics exist (every tenth with an override): a cycle comparing every remote topic (the first,
+  then every ``CONFIGS_FULL_EVERY``-th), one with nothing changed, one where one topic's configs
+  changed (CPU-s, round trips);
 * **checkpoint cycle** — ``CheckpointTask.emit_checkpoints`` for P/10 groups x 20 partitions
   (10,000 x 20 at P = 100k) over 200 partitions with 1,000 offset syncs each: a cycle where
   every offset changed and one where none did (CPU-s, round trips), with the commits learnt from
@@ -112,6 +116,35 @@ def bench_metadata(size: int) -> dict[str, Any]:
         before = trips()
         seconds, ok = cpu(task.refresh_topics)
         out[name] = {"cpu_s": round(seconds, 4), "round_trips": trips() - before, "ok": ok}
+    return out
+
+
+def bench_configs(size: int) -> dict[str, Any]:
+    """``MetadataTask.sync_topic_configs`` over P source topics whose remote topics exist."""
+    source = FakeAdminClient({f"topic-{i}": 1 for i in range(size)})
+    target = FakeAdminClient({f"A.topic-{i}": 1 for i in range(size)})
+    for i in range(0, size, 10):  # every tenth topic has an override, already synced
+        source.overrides[f"topic-{i}"] = {"retention.ms": "86400000"}
+        target.overrides[f"A.topic-{i}"] = {"retention.ms": "86400000"}
+    admins = (ClusterAdmin(alias="A", client=source), ClusterAdmin(alias="B", client=target))
+    task = MetadataTask(
+        settings(), TopicCatalog(), StatsRegistry("A", "B"), connect=lambda _s: admins
+    )
+
+    def trips() -> int:
+        return source.round_trips + target.round_trips
+
+    def change_one() -> None:
+        source.overrides["topic-1"] = {"retention.ms": "1000"}
+
+    out: dict[str, Any] = {}
+    for name, change in (("full", None), ("unchanged", None), ("one_changed", change_one)):
+        if change is not None:
+            change()
+        before = trips()
+        seconds, _ = cpu(task.sync_topic_configs)
+        out[name] = {"cpu_s": round(seconds, 4), "round_trips": trips() - before}
+    assert target.overrides["A.topic-1"] == {"retention.ms": "1000"}
     return out
 
 
@@ -304,33 +337,67 @@ def bench_translator(size: int, per_partition: int = 20) -> dict[str, Any]:
 
 
 def bench_scrape(size: int) -> dict[str, Any]:
+    """Scrapes of P partitions in P/10 topics: caught up and idle (nothing changed, rates
+    settled at 0), then with records waiting in 2 of 3 partitions and nothing moving (their lag
+    in seconds grows: those samples change), then after every partition moved."""
     from mirrorlib.runtime.prometheus import Exposition, ReplicatorCollector
 
     stats = StatsRegistry("A", "B")
     now_ms = int(time.time() * 1000)
+    parts = []
     for i in range(size):
         p = stats.partition(f"t{i // 10}", i % 10, f"A.t{i // 10}")
-        p.position, p.end_offset = 1000 + i, 1000 + i + (i % 3)
+        p.position, p.end_offset = 1000 + i, 1000 + i
         p.record_count, p.byte_count, p.tail_timestamp_ms = 1000 + i, 10**6 + i, now_ms - 500
         p.latency.record(40.0 + i % 100)
         p.age.record(20.0 + i % 50)
+        parts.append(p)
 
     class Flows:
+        def flow_stats(self) -> list[StatsRegistry]:
+            return [stats]
+
+    class Scraped:
         def flow_metrics(self) -> list[Any]:
             return [stats.scrape()]
 
-    flows: Any = Flows()
-    exposition = Exposition(flows)
-    exposition.render()  # warm (formatted values, layouts)
-    seconds, text = cpu(exposition.render)
+    exposition = Exposition(Flows())  # type: ignore[arg-type]
+    clock = time.monotonic()  # scrapes a minute apart: the rates of idle partitions settle at 0
+    first, text = cpu(lambda: exposition.render(clock + 60))
+    exposition.render(clock + 120)
+    idle, _ = cpu(lambda: exposition.render(clock + 180))
+    for i, p in enumerate(parts):
+        p.end_offset = 1000 + i + (i % 3)
+    exposition.render(clock + 240)
+    lagging, _ = cpu(lambda: exposition.render(clock + 300))
+
+    def move_all() -> None:  # what a busy flow does between two scrapes
+        for k, p in enumerate(parts):
+            p.record_count += 10
+            p.byte_count += 1000
+            p.position = (p.position or 0) + 10
+            p.end_offset = p.position + k % 3
+            if k % 10 == 0:
+                p.latency.record(50.0)
+                p.age.record(30.0)
+
+    move_all()
+    changed, _ = cpu(lambda: exposition.render(clock + 360))
     gc.collect()
     blocks = sys.getallocatedblocks()
-    held = stats.scrape()  # what one scrape holds at once before it is written
+    held = stats.scrape()  # what one full (prometheus-client) scrape holds before it is written
     objects = sys.getallocatedblocks() - blocks
     del held
+    full = Exposition(Scraped())  # type: ignore[arg-type]
+    full.render()
+    seconds, _ = cpu(full.render)
     out: dict[str, Any] = {
         "partitions": size,
-        "render_cpu_s": round(seconds, 3),
+        "first_cpu_s": round(first, 3),
+        "unchanged_cpu_s": round(idle, 3),
+        "lagging_cpu_s": round(lagging, 3),
+        "all_changed_cpu_s": round(changed, 3),
+        "full_render_cpu_s": round(seconds, 3),
         "bytes": len(text),
         "objects_held": objects,
     }
@@ -339,7 +406,7 @@ def bench_scrape(size: int) -> dict[str, Any]:
     except ImportError:
         return out
     registry = prometheus_client.CollectorRegistry()
-    registry.register(ReplicatorCollector(flows))
+    registry.register(ReplicatorCollector(Scraped()))  # type: ignore[arg-type]
     seconds, _ = cpu(lambda: prometheus_client.generate_latest(registry))
     out["prometheus_client_cpu_s"] = round(seconds, 3)
     return out
@@ -386,6 +453,8 @@ def markdown(results: dict[str, Any]) -> str:
     rows.append("|---|" + "---|" * len(results["sizes"]))
 
     def row(label: str, section: str, fmt: Callable[[dict[str, Any]], str]) -> None:
+        if section not in results:
+            return
         cells = [fmt(results[section][str(s)]) for s in results["sizes"]]
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
 
@@ -403,6 +472,20 @@ def markdown(results: dict[str, Any]) -> str:
         "metadata refresh, one new topic",
         "metadata",
         lambda r: f"{r['one_new_topic']['cpu_s']} / {r['one_new_topic']['round_trips']}",
+    )
+    row(
+        "topic config sync, every remote compared (first, then every 10th cycle) — CPU-s / "
+        "round trips",
+        "configs",
+        lambda r: f"{r['full']['cpu_s']} / {r['full']['round_trips']}",
+    )
+    row(
+        "topic config sync, nothing changed / one topic's configs changed",
+        "configs",
+        lambda r: (
+            f"{r['unchanged']['cpu_s']} / {r['unchanged']['round_trips']}; "
+            f"{r['one_changed']['cpu_s']} / {r['one_changed']['round_trips']}"
+        ),
     )
     row(
         "checkpoint cycle (groups x 20), all offsets changed, commits from `__consumer_offsets` — CPU-s / round trips",
@@ -441,7 +524,17 @@ def markdown(results: dict[str, Any]) -> str:
         ),
     )
     row("translator, 20 syncs/partition — MiB (traced)", "translator", lambda r: f"{r['mib']}")
-    row("scrape (`/metrics`, Exposition) — CPU-s", "scrape", lambda r: f"{r['render_cpu_s']}")
+    row(
+        "scrape (`/metrics`, Exposition): idle / 2 of 3 lagging, none moving / every partition"
+        " moved — CPU-s",
+        "scrape",
+        lambda r: f"{r['unchanged_cpu_s']} / {r['lagging_cpu_s']} / {r['all_changed_cpu_s']}",
+    )
+    row(
+        "scrape, first / written in full (`flow_metrics`) — CPU-s",
+        "scrape",
+        lambda r: f"{r['first_cpu_s']} / {r['full_render_cpu_s']}",
+    )
     row(
         "scrape via prometheus-client (ReplicatorCollector) — CPU-s",
         "scrape",
@@ -457,22 +550,31 @@ def markdown(results: dict[str, Any]) -> str:
         "verify",
         lambda r: f"{r['peak_mib']} ({r['cpu_s']} CPU-s)",
     )
-    intake = results["intake"]
-    return (
+    intake = results.get("intake")
+    text = (
         f"Control plane, {results['when']} (commit {results['commit']}; CPU-s of this process, "
-        f"fakes answer at once; machine shared, timings noisy)\n\n"
-        + "\n".join(rows)
-        + f"\n\nOffset-sync intake (`take_syncs`: decode + translator): {intake['syncs_per_s']:,} "
-        f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
+        f"fakes answer at once; machine shared, timings noisy)\n\n" + "\n".join(rows) + "\n"
     )
+    if intake is not None:
+        text += (
+            f"\nOffset-sync intake (`take_syncs`: decode + translator): {intake['syncs_per_s']:,} "
+            f"syncs per CPU-second ({intake['syncs']:,} syncs).\n"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.controlplane", description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000", help="partition counts")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated parts to run (e.g. scrape,configs); all if empty",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    only = {s for s in args.only.split(",") if s}
     commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "?"
     results: dict[str, Any] = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -481,16 +583,20 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, fn in (
         ("metadata", bench_metadata),
+        ("configs", bench_configs),
         ("checkpoints", bench_checkpoints),
         ("translator", bench_translator),
         ("scrape", bench_scrape),
         ("verify", lambda s: bench_verify(10 * s)),
     ):
+        if only and name not in only:
+            continue
         results[name] = {}
         for size in sizes:
             print(f"{name} {size:,} ...", file=sys.stderr, flush=True)
             results[name][str(size)] = fn(size)
-    results["intake"] = bench_intake(200_000)
+    if not only or "intake" in only:
+        results["intake"] = bench_intake(200_000)
     text = markdown(results)
     print(text)
     if not args.no_write:

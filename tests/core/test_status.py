@@ -183,3 +183,25 @@ def test_every_metric_is_documented_with_its_mm2_name() -> None:
         assert row is not None, spec.name
         assert f"| {spec.kind} |" in row, row
         assert (f"`{spec.mm2}`" in row) if spec.mm2 else ("—" in row), row
+
+
+def test_a_cursor_reads_only_the_partitions_that_changed() -> None:
+    stats = running()
+    quiet, busy = stats.partition("t", 0, "A.t"), stats.partition("t", 1, "A.t")
+    for p in (quiet, busy):
+        p.position, p.end_offset = 5, 5  # caught up: nothing changes with time
+    cursor = stats.cursor()
+    now = quiet.started + 100
+    _, first = cursor.read(now)
+    records = next(d for d in first if d.spec.name == "records_total")
+    assert records.keys == (("t", 0), ("t", 1)) and len(records.changed) == 2
+    cursor.read(now + 100)  # the rates settle at 0
+    _, idle = cursor.read(now + 200)
+    assert all(not d.changed for d in idle if "partition" in d.spec.labels)
+    busy.record_count += 3
+    _, moved = cursor.read(now + 210)
+    records = next(d for d in moved if d.spec.name == "records_total")
+    assert records.keys is None and records.changed == [(("t", 1), ("A", "B", "A.t", "1"), 3.0)]
+    rate = next(d for d in moved if d.spec.name == "record_rate")
+    # the idle partition's rate window restarts a window before the previous read
+    assert rate.changed == [("A.t", ("A", "B", "A.t"), 3 / (RATE_WINDOW_S + 10))]

@@ -139,3 +139,32 @@ def test_topics_that_could_not_be_created_are_tried_again() -> None:
     assert task.refresh_topics()
     assert target.topics == {"A.orders": 1}
     assert set(catalog.snapshot()[1]) == {"orders"}
+
+
+def test_config_sync_describes_only_remote_topics_whose_source_configs_changed() -> None:
+    source = FakeAdminClient({"orders": 1, "payments": 1})
+    target = FakeAdminClient()
+    task, _ = make_task(source, target)
+    task.refresh_topics()
+    task.sync_topic_configs()  # the first cycle compares every remote topic
+    target.described.clear()
+    task.sync_topic_configs()
+    assert not target.described
+    source.overrides["orders"] = {"retention.ms": "1000"}
+    task.sync_topic_configs()
+    assert set(target.described) == {"A.orders"}
+    assert target.overrides["A.orders"] == {"retention.ms": "1000"}
+    assert "A.payments" not in target.overrides
+
+
+def test_config_sync_puts_back_configs_altered_on_the_target() -> None:
+    source = FakeAdminClient({"orders": 1})
+    target = FakeAdminClient()
+    task, _ = make_task(source, target)
+    source.overrides["orders"] = {"retention.ms": "1000"}
+    task.refresh_topics()
+    task.sync_topic_configs()
+    target.overrides["A.orders"] = {"retention.ms": "5"}  # changed by an operator
+    for _ in range(metadata.CONFIGS_FULL_EVERY):
+        task.sync_topic_configs()
+    assert target.overrides["A.orders"] == {"retention.ms": "1000"}

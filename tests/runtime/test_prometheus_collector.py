@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mirrorlib.core.status import Family, FlowState, FlowStatus, StatsRegistry
+from mirrorlib.core.status import Family, FlowState, FlowStatus, StatsRegistry, WorkerStatus
 from mirrorlib.runtime.prometheus import Exposition, ReplicatorCollector, start_http_server
 
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -99,7 +99,12 @@ def busy_flow() -> StatsRegistry:
         p.tail_timestamp_ms = None  # (lag in seconds would change between two scrapes)
         p.latency.record(40.0 * i)
         p.age.record(7.5)
+        p.worker = i % 2 if i else None  # tasks.max > 1: t1 and t2 copied by workers 1 and 0
     stats.partition("t9", 0, "A.t9")  # nothing known yet
+    stats.workers = (
+        WorkerStatus(slot=0, pid=101, partitions=1, records_per_second=12.5, restarts=0),
+        WorkerStatus(slot=1, pid=102, partitions=1, records_per_second=0.0, restarts=2),
+    )
     stats.checkpoint_latency.record(250.0)
     stats.checkpoints_emitted = 7
     stats.set_error("metadata", "boom")
@@ -134,3 +139,60 @@ def test_the_metrics_endpoint_serves_the_exposition() -> None:
         server.shutdown()
         server.server_close()
     assert 'mirrorlib_flow_up{source="A",target="B"} 1.0' in text
+
+
+class CountedFlows:
+    """Stands in for a Replicator read incrementally (``flow_stats``); ``flow_metrics`` answers
+    for the same moment ``now`` (rates and stalls depend on it)."""
+
+    def __init__(self, *registries: StatsRegistry) -> None:
+        self.registries = list(registries)
+        self.now = 0.0
+
+    def flow_stats(self) -> list[StatsRegistry]:
+        return self.registries
+
+    def flow_metrics(self) -> list[tuple[Any, list[Family]]]:
+        return [stats.scrape(self.now) for stats in self.registries]
+
+
+def test_an_incremental_scrape_writes_what_prometheus_client_writes() -> None:
+    import time
+
+    flows = CountedFlows(busy_flow(), flow("B", "A"))
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(ReplicatorCollector(flows))
+    exposition = Exposition(flows)
+
+    def same() -> None:
+        flows.now = time.monotonic()
+        assert exposition.render(flows.now).decode() == (
+            prometheus_client.generate_latest(registry).decode()
+        )
+
+    same()
+    same()  # nothing changed
+    busy, other = flows.registries
+    other.partition("orders", 0, "B.orders").record_count += 5
+    busy.partition("t1", 1, "A.t1").position = 10  # caught up: no longer stalled
+    busy.partition("t2", 2, "A.t2").latency.record(3.0)
+    same()
+    busy.partition("t5", 0, "A.t5").end_offset = 4  # a new partition in a new topic
+    busy.drop_partition("t0", 0)
+    busy.checkpoints_emitted += 1
+    same()
+    busy.partition("t0", 0, "A.t0").record_count = 1  # back again: written after the others
+    flows.registries.append(flow("C", "A"))
+    same()
+    busy.partition("t1", 1, "A.t1").worker = 0  # moved between workers
+    busy.partition("t2", 2, "A.t2").worker = None  # back in the process
+    busy.partition("t5", 0, "A.t5").worker = 2
+    busy.workers = (
+        WorkerStatus(slot=0, pid=101, partitions=2, records_per_second=3.0, restarts=0),
+        WorkerStatus(slot=2, pid=None, partitions=1, records_per_second=0.0, restarts=1),
+    )
+    same()
+    busy.workers = ()
+    same()
+    flows.registries.pop(0)
+    same()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
@@ -37,6 +38,7 @@ __all__ = [
     "RATE_WINDOW_S",
     "STALL_AFTER_S",
     "Family",
+    "FamilyDelta",
     "FlowLagView",
     "FlowState",
     "FlowStatus",
@@ -46,8 +48,10 @@ __all__ = [
     "Lagging",
     "Metric",
     "MetricSpec",
+    "MetricsCursor",
     "PartitionStats",
     "PartitionStatus",
+    "SampleKey",
     "StatsRegistry",
     "WorkerStatus",
     "data_lag",
@@ -323,25 +327,28 @@ class PartitionStats:
     """Mutable counters for one source partition; updated by the copier thread only.
 
     :attr:`progress_at` is the last time the position moved forward or the partition was seen
-    with nothing waiting (its end offset at or below its position)."""
+    with nothing waiting (its end offset at or below its position). Setting a counter, the
+    position, the end offset, the error or the worker adds the partition to ``changed`` (its registry's
+    set of partitions changed since a :class:`MetricsCursor` last read them)."""
 
     __slots__ = (
+        "_byte_count",
+        "_changed",
         "_end_offset",
+        "_error",
+        "_lost_records",
         "_position",
         "_rate_mark",
         "_rate_prev",
+        "_record_count",
+        "_tail_timestamp_ms",
+        "_worker",
         "age",
-        "byte_count",
-        "error",
         "internal",
         "latency",
-        "lost_records",
         "progress_at",
-        "record_count",
         "remote_topic",
         "started",
-        "tail_timestamp_ms",
-        "worker",
     )
 
     def __init__(
@@ -351,22 +358,88 @@ class PartitionStats:
         age: Histogram | None = None,
         *,
         internal: bool = False,
+        changed: set[PartitionStats] | None = None,
     ) -> None:
+        self._changed = changed
         self.remote_topic = remote_topic
         self.internal = internal
-        self.record_count = 0
-        self.byte_count = 0
+        self._record_count = 0
+        self._byte_count = 0
         self._position: int | None = None
         self._end_offset: int | None = None
-        self.tail_timestamp_ms: int | None = None  # timestamp of the last replicated record
-        self.lost_records = 0
-        self.error: str | None = None
-        self.worker: int | None = None  # the copier worker slot (tasks.max > 1)
+        self._tail_timestamp_ms: int | None = None
+        self._lost_records = 0
+        self._error: str | None = None
+        self._worker: int | None = None
         self.age = _Window(age)
         self.latency = _Window(latency)
         self.started = time.monotonic()
         self.progress_at = self.started  # monotonic time of the last progress (or creation)
         self._rate_prev = self._rate_mark = (self.started, 0, 0)
+
+    def _moved(self) -> None:
+        if self._changed is not None:
+            self._changed.add(self)
+
+    @property
+    def record_count(self) -> int:
+        """Records replicated and acknowledged."""
+        return self._record_count
+
+    @record_count.setter
+    def record_count(self, value: int) -> None:
+        self._record_count = value
+        self._moved()
+
+    @property
+    def byte_count(self) -> int:
+        """Bytes of record values replicated and acknowledged."""
+        return self._byte_count
+
+    @byte_count.setter
+    def byte_count(self, value: int) -> None:
+        self._byte_count = value
+        self._moved()
+
+    @property
+    def lost_records(self) -> int:
+        """Records the source lost before they were replicated."""
+        return self._lost_records
+
+    @lost_records.setter
+    def lost_records(self, value: int) -> None:
+        self._lost_records = value
+        self._moved()
+
+    @property
+    def tail_timestamp_ms(self) -> int | None:
+        """The timestamp of the last replicated record (``None``: none yet)."""
+        return self._tail_timestamp_ms
+
+    @tail_timestamp_ms.setter
+    def tail_timestamp_ms(self, value: int | None) -> None:
+        self._tail_timestamp_ms = value
+        self._moved()
+
+    @property
+    def error(self) -> str | None:
+        """What is wrong with the partition now, if anything."""
+        return self._error
+
+    @error.setter
+    def error(self, value: str | None) -> None:
+        self._error = value
+        self._moved()
+
+    @property
+    def worker(self) -> int | None:
+        """The copier worker slot copying the partition (``tasks.max`` > 1; else ``None``)."""
+        return self._worker
+
+    @worker.setter
+    def worker(self, value: int | None) -> None:
+        self._worker = value
+        self._moved()
 
     @property
     def position(self) -> int | None:
@@ -378,6 +451,7 @@ class PartitionStats:
         if value is not None and (self._position is None or value > self._position):
             self.progress_at = time.monotonic()
         self._position = value
+        self._moved()
 
     @property
     def end_offset(self) -> int | None:
@@ -389,6 +463,7 @@ class PartitionStats:
         if value is not None and self._position is not None and value <= self._position:
             self.progress_at = time.monotonic()  # caught up: the stall clock starts afresh
         self._end_offset = value
+        self._moved()
 
     def rates(self, now: float) -> tuple[float, float]:
         """(records/s, bytes/s) since a mark at least :data:`RATE_WINDOW_S` old (or the start)."""
@@ -398,6 +473,15 @@ class PartitionStats:
         t0, r0, b0 = self._rate_prev
         elapsed = max(now - t0, 1e-9)
         return (records - r0) / elapsed, (nbytes - b0) / elapsed
+
+    def idle_until(self, when: float) -> None:
+        """The counters did not move until ``when`` (monotonic) and their rates were 0 then:
+        the rate window restarts as if :meth:`rates` had been read every window until then
+        (a reader that skips idle partitions calls this when one moves again)."""
+        _, records, nbytes = self._rate_mark
+        if when - self._rate_mark[0] >= RATE_WINDOW_S:
+            self._rate_prev = (when - RATE_WINDOW_S, records, nbytes)
+            self._rate_mark = (when, records, nbytes)
 
 
 @attrs.frozen
@@ -492,6 +576,9 @@ class StatsRegistry:
         self.stall_after = stall_after
         self._lock = threading.Lock()
         self._partitions: dict[tuple[str, int], PartitionStats] = {}
+        self._members = 0  # changes of the partitions' membership (added, dropped)
+        self._changed: set[PartitionStats] = set()  # since the cursors' last read
+        self._cursors: weakref.WeakSet[MetricsCursor] = weakref.WeakSet()
         self._topic_histograms: dict[str, tuple[Histogram, Histogram]] = {}  # latency, age
         self._errors: dict[str, str] = {}
         self._stalls: dict[str, tuple[str, float]] = {}  # component -> (reason, monotonic time)
@@ -518,8 +605,9 @@ class StatsRegistry:
                     )
                     internal = self._internal is not None and self._internal(topic)
                     stats = self._partitions[key] = PartitionStats(
-                        remote_topic, latency, age, internal=internal
+                        remote_topic, latency, age, internal=internal, changed=self._changed
                     )
+                    self._members += 1
         return stats
 
     def partitions(self) -> dict[tuple[str, int], PartitionStats]:
@@ -529,7 +617,10 @@ class StatsRegistry:
 
     def drop_partition(self, topic: str, partition: int) -> None:
         with self._lock:
-            self._partitions.pop((topic, partition), None)
+            stats = self._partitions.pop((topic, partition), None)
+            if stats is not None:
+                self._members += 1
+                self._changed.discard(stats)
 
     def set_error(self, component: str, message: str | None) -> None:
         with self._lock:
@@ -552,51 +643,60 @@ class StatsRegistry:
         with self._lock:
             return tuple(f"{k}: {v}" for k, v in sorted(self._errors.items()))
 
-    def _client_stalls(self, items: list[tuple[tuple[str, int], PartitionStats]]) -> list[str]:
-        """Reported client problems not followed by progress (older ones are forgotten)."""
-        progress = max((s.progress_at for _, s in items), default=0.0)
+    def _client_stalls(self, progress: float) -> list[str]:
+        """Reported client problems not followed by ``progress`` (older ones are forgotten)."""
         with self._lock:
             for component, (_, at) in list(self._stalls.items()):
                 if progress > at:
                     del self._stalls[component]
             return [f"{c}: {r}" for c, (r, _) in sorted(self._stalls.items())]
 
-    def _rows(self, items: Iterable[tuple[tuple[str, int], PartitionStats]]) -> list[_Row]:
+    def _rows(
+        self, items: Iterable[tuple[tuple[str, int], PartitionStats]], now: float | None = None
+    ) -> list[_Row]:
         """What the status and the metrics show of each partition (lag, stall), in one pass."""
         now_ms = int(time.time() * 1000)
-        now = time.monotonic()
-        rows = []
-        for (topic, partition), s in items:
-            position, end = s.position, s.end_offset
-            lag = None
-            if end is not None and position is not None:
-                lag = max(end - position, 0)
-            lag_seconds: float | None = None
-            if lag == 0:
-                lag_seconds = 0.0
-            elif lag is not None and s.tail_timestamp_ms is not None:
-                lag_seconds = max(now_ms - s.tail_timestamp_ms, 0) / 1000.0
-            stalled = None
-            idle = now - s.progress_at
-            waiting = end is not None and (position is None or end > position)
-            if waiting and idle > self.stall_after:
-                what = "unknown number of" if lag is None else str(lag)
-                stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
-            rows.append(_Row(topic, partition, s, lag, lag_seconds, stalled))
-        return rows
+        now = time.monotonic() if now is None else now
+        return [self._row(key, s, now_ms, now) for key, s in items]
+
+    def _row(self, key: tuple[str, int], s: PartitionStats, now_ms: int, now: float) -> _Row:
+        """What the status and the metrics show of one partition (``now``: monotonic)."""
+        position, end = s.position, s.end_offset
+        lag = None
+        if end is not None and position is not None:
+            lag = max(end - position, 0)
+        lag_seconds: float | None = None
+        if lag == 0:
+            lag_seconds = 0.0
+        elif lag is not None and s.tail_timestamp_ms is not None:
+            lag_seconds = max(now_ms - s.tail_timestamp_ms, 0) / 1000.0
+        stalled = None
+        idle = now - s.progress_at
+        waiting = end is not None and (position is None or end > position)
+        if waiting and idle > self.stall_after:
+            what = "unknown number of" if lag is None else str(lag)
+            stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
+        return _Row(key[0], key[1], s, lag, lag_seconds, stalled)
 
     def _summary(
         self, items: list[tuple[tuple[str, int], PartitionStats]], rows: list[_Row]
     ) -> FlowSummary:
         """The flow's state, errors and stall reason from its partitions' ``rows``."""
-        errors = self.errors() + tuple(
-            f"{topic}-{partition}: {error}"
-            for topic, partition, error in sorted(
-                (r.topic, r.partition, r.stats.error) for r in rows if r.stats.error
-            )
+        return self._summary_of(
+            [(r.topic, r.partition, r.stats.error) for r in rows if r.stats.error],
+            [r for r in rows if r.stalled],
+            max((s.progress_at for _, s in items), default=0.0),
         )
-        reasons = self._client_stalls(items)
-        stuck = [r for r in rows if r.stalled]
+
+    def _summary_of(
+        self, failing: list[tuple[str, int, str]], stuck: list[_Row], progress: float
+    ) -> FlowSummary:
+        """The flow's state, errors and stall reason from its partitions' errors (``failing``),
+        its stalled partitions' rows and the last time a partition made ``progress``."""
+        errors = self.errors() + tuple(
+            f"{topic}-{partition}: {error}" for topic, partition, error in sorted(failing)
+        )
+        reasons = self._client_stalls(progress)
         if stuck:
             first = min(stuck, key=lambda r: (r.topic, r.partition))
             more = f" (and {len(stuck) - 1} more partition(s))" if len(stuck) > 1 else ""
@@ -657,8 +757,8 @@ class StatsRegistry:
             workers=self.workers,
         )
 
-    def _rates(self) -> dict[tuple[str, int], tuple[float, float]]:
-        now = time.monotonic()
+    def _rates(self, now: float | None = None) -> dict[tuple[str, int], tuple[float, float]]:
+        now = time.monotonic() if now is None else now
         with self._lock:
             return {key: s.rates(now) for key, s in self._partitions.items()}
 
@@ -704,15 +804,35 @@ class StatsRegistry:
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))
         return out
 
-    def scrape(self) -> tuple[FlowSummary, list[Family]]:
+    def scrape(self, now: float | None = None) -> tuple[FlowSummary, list[Family]]:
         """The flow's state and its metric families, in one pass over the partitions and
-        without a per-partition status object (what a Prometheus scrape needs; cheaper than
-        :meth:`snapshot` followed by :meth:`families`)."""
+        without a per-partition status object (cheaper than :meth:`snapshot` followed by
+        :meth:`families`; :meth:`cursor` is cheaper still when a scraper keeps what it wrote).
+        ``now``: the scrape's :func:`time.monotonic` time (rates, stalls), by default now."""
         with self._lock:
             items = list(self._partitions.items())
-        rows = self._rows(items)
+        rows = self._rows(items, now)
         summary = self._summary(items, rows)
-        return summary, list(self._families(rows, summary))
+        return summary, list(self._families(rows, summary, now))
+
+    def cursor(self) -> MetricsCursor:
+        """A reader of this flow's samples that returns only what changed since its last read
+        (see :class:`MetricsCursor`)."""
+        cursor = MetricsCursor(self)
+        with self._lock:
+            self._cursors.add(cursor)
+        return cursor
+
+    def _take_changes(self, cursor: MetricsCursor) -> set[PartitionStats]:
+        """The partitions changed since ``cursor`` last took them (the others keep theirs)."""
+        with self._lock:
+            taken = self._changed.copy()  # writers add without the lock: copy, then remove
+            self._changed.difference_update(taken)
+            for other in self._cursors:
+                if other is not cursor:
+                    other._pending |= taken
+            mine, cursor._pending = cursor._pending | taken, set()
+        return mine
 
     def families(self, status: FlowStatus | None = None) -> Iterator[Family]:
         """The metrics of :data:`METRICS` with their samples now (one pass over the partitions;
@@ -733,43 +853,36 @@ class StatsRegistry:
         )  # fmt: skip
         yield from self._families(rows, summary)
 
-    def _families(self, rows: list[_Row], summary: FlowSummary) -> Iterator[Family]:
+    def _families(
+        self, rows: list[_Row], summary: FlowSummary, now: float | None = None
+    ) -> Iterator[Family]:
         flow = (self.source, self.target)
-        rates = self._rates()
+        rates = self._rates(now)
         with self._lock:
             histograms = dict(self._topic_histograms)
-        records: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        nbytes: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lost: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lag: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        lag_s: list[tuple[tuple[str, ...], float | HistogramValue]] = []
-        stalled: list[tuple[tuple[str, ...], float | HistogramValue]] = []
+        samples: dict[str, list[tuple[tuple[str, ...], float | HistogramValue]]] = {
+            name: [] for name in _PER_PARTITION
+        }
+        columns = [samples[name] for name in _PER_PARTITION]
+        workers: list[tuple[tuple[str, ...], float | HistogramValue]] = []
         topic_rates: dict[str, list[float]] = {}
         no_rate = (0.0, 0.0)
         for r in rows:
             s = r.stats
             labels = (*flow, s.remote_topic, str(r.partition))
-            records.append((labels, float(s.record_count)))
-            nbytes.append((labels, float(s.byte_count)))
-            lost.append((labels, float(s.lost_records)))
-            if r.lag_records is not None:
-                lag.append((labels, float(r.lag_records)))
-            if r.lag_seconds is not None:
-                lag_s.append((labels, r.lag_seconds))
-            stalled.append((labels, 1.0 if r.stalled else 0.0))
+            for column, value in zip(columns, _partition_values(r), strict=True):
+                if value is not None:  # unknown: no sample
+                    column.append((labels, value))
+            if s.worker is not None:
+                workers.append((labels, float(s.worker)))
             record_rate, byte_rate = rates.get((r.topic, r.partition), no_rate)
             acc = topic_rates.get(s.remote_topic)
             if acc is None:
                 acc = topic_rates[s.remote_topic] = [0.0, 0.0]
             acc[0] += record_rate
             acc[1] += byte_rate
-        per_partition = {
-            "records_total": records, "bytes_total": nbytes, "lost_records_total": lost,
-            "replication_lag_records": lag, "replication_lag_seconds": lag_s,
-            "partition_stalled": stalled,
-        }  # fmt: skip
-        for name, samples in per_partition.items():
-            yield Family(_SPEC[name], tuple(samples))
+        for name, column in samples.items():
+            yield Family(_SPEC[name], tuple(column))
         yield Family(
             _SPEC["record_rate"], tuple(((*flow, t), r[0]) for t, r in sorted(topic_rates.items()))
         )
@@ -784,6 +897,27 @@ class StatsRegistry:
             _SPEC["record_age_seconds"],
             tuple(((*flow, t), h[1].value()) for t, h in sorted(histograms.items())),
         )
+        yield from self._flow_families(summary)
+        yield Family(_SPEC["partition_worker"], tuple(workers))
+        for name, per_worker in self._worker_samples().items():
+            yield Family(_SPEC[name], tuple((labels, value) for _, labels, value in per_worker))
+
+    def _worker_samples(self) -> dict[str, list[tuple[int, tuple[str, ...], float]]]:
+        """The samples of :data:`_PER_WORKER` as ``(slot, labels, value)``, in slot order."""
+        flow = (self.source, self.target)
+        samples: dict[str, list[tuple[int, tuple[str, ...], float]]] = {
+            name: [] for name in _PER_WORKER
+        }
+        for w in self.workers:
+            labels = (*flow, str(w.slot))
+            samples["worker_partitions"].append((w.slot, labels, float(w.partitions)))
+            samples["worker_record_rate"].append((w.slot, labels, w.records_per_second))
+            samples["worker_restarts_total"].append((w.slot, labels, float(w.restarts)))
+        return samples
+
+    def _flow_families(self, summary: FlowSummary) -> Iterator[Family]:
+        """The families with one sample for the whole flow."""
+        flow = (self.source, self.target)
         checkpoint = self.checkpoint_latency.histogram
         assert checkpoint is not None
         yield Family(_SPEC["checkpoint_latency_seconds"], ((flow, checkpoint.value()),))
@@ -791,19 +925,257 @@ class StatsRegistry:
         yield Family(_SPEC["offset_syncs_total"], ((flow, float(self.offset_syncs_emitted)),))
         yield Family(_SPEC["stalled_partitions"], ((flow, float(summary.stalled_partitions)),))
         yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if summary.stalled else 0.0),))
-        yield Family(
-            _SPEC["partition_worker"],
-            tuple(
-                ((*flow, r.stats.remote_topic, str(r.partition)), float(r.stats.worker))
-                for r in rows
-                if r.stats.worker is not None
-            ),
-        )
-        rows_w = [((*flow, str(w.slot)), w) for w in self.workers]
-        yield Family(_SPEC["worker_partitions"], tuple((k, float(w.partitions)) for k, w in rows_w))
-        yield Family(
-            _SPEC["worker_record_rate"], tuple((k, w.records_per_second) for k, w in rows_w)
-        )
-        yield Family(
-            _SPEC["worker_restarts_total"], tuple((k, float(w.restarts)) for k, w in rows_w)
-        )
+
+
+# -- incremental reads (a scraper that keeps what it wrote) ---------------------------------------
+
+SampleKey = tuple[str, int] | str | int | tuple[()]
+Sample = tuple[SampleKey, tuple[str, ...], float | HistogramValue | None]
+
+
+class FamilyDelta(NamedTuple):
+    """What changed in the samples of one :class:`MetricSpec` since a cursor's last read.
+
+    Each sample has a key: ``(topic, partition)`` (source partition) for per-partition
+    metrics, the remote topic for per-topic ones, the worker slot for per-worker ones, ``()``
+    for the flow's. ``keys`` is every
+    sample's key in the order :meth:`StatsRegistry.families` yields them, given when that set
+    or order changed (``None``: as last read); ``changed`` holds ``(key, labels, value)`` for
+    the samples that are new or whose value changed (value ``None``: no sample now)."""
+
+    spec: MetricSpec
+    keys: tuple[SampleKey, ...] | None
+    changed: list[Sample]
+
+
+#: The per-partition metrics, in the order of :data:`METRICS` and of :func:`_partition_values`.
+_PER_PARTITION = (
+    "records_total", "bytes_total", "lost_records_total", "replication_lag_records",
+    "replication_lag_seconds", "partition_stalled",
+)  # fmt: skip
+
+
+def _partition_values(row: _Row) -> tuple[float | None, ...]:
+    """A partition's samples of :data:`_PER_PARTITION` (``None``: no sample)."""
+    s = row.stats
+    return (
+        float(s.record_count), float(s.byte_count), float(s.lost_records),
+        None if row.lag_records is None else float(row.lag_records), row.lag_seconds,
+        1.0 if row.stalled else 0.0,
+    )  # fmt: skip
+
+
+#: The per-worker metrics (``tasks.max`` > 1), in the order of :data:`METRICS`.
+_PER_WORKER = ("worker_partitions", "worker_record_rate", "worker_restarts_total")
+
+
+class _Seen:
+    """A partition as a cursor last read it."""
+
+    __slots__ = ("labels", "lag_seconds", "stalled", "stats")
+
+    def __init__(self, stats: PartitionStats, labels: tuple[str, ...], lag_seconds: float | None,
+                 stalled: bool) -> None:  # fmt: skip
+        self.stats = stats
+        self.labels = labels
+        self.lag_seconds = lag_seconds
+        self.stalled = stalled
+
+
+class MetricsCursor:
+    """Reads a :class:`StatsRegistry`'s samples incrementally: each :meth:`read` returns the
+    flow's summary and, per metric of :data:`METRICS`, only the samples that changed since the
+    previous read (all of them the first time). The work is proportional to what changed:
+    the partitions whose counters, position, end offset, error or worker were set since the
+    last read (the registry collects them as they are written), the partitions with records
+    waiting (their lag in seconds and stall state change with time), the partitions still
+    counted in a rate, and the topics (rates; histograms are rewritten only when they were
+    observed). The per-worker samples (``tasks.max`` > 1: a few) are all given at each read.
+
+    Replaying every delta onto the previous samples gives what :meth:`StatsRegistry.scrape`
+    returns at the same time. Make one with :meth:`StatsRegistry.cursor`, one per reader; not
+    thread-safe."""
+
+    def __init__(self, registry: StatsRegistry) -> None:
+        self.registry = registry
+        self._pending: set[PartitionStats] = set()  # changes other cursors took for this one
+        self._members = -1
+        self._keys: dict[PartitionStats, tuple[str, int]] = {}
+        self._stats: dict[tuple[str, int], PartitionStats] = {}
+        self._topic_names: set[str] = set()
+        self._seen: dict[tuple[str, int], _Seen] = {}
+        self._waiting: set[tuple[str, int]] = set()  # records waiting at the last read
+        self._moving: set[tuple[str, int]] = set()  # a rate other than 0 at the last read
+        self._failing: dict[tuple[str, int], str] = {}
+        self._progress = 0.0
+        self._read_at: float | None = None
+        self._topics: tuple[str, ...] = ()
+        self._rates: dict[str, tuple[float, float]] = {}
+        self._histograms: tuple[str, ...] = ()
+        self._observed: dict[str, tuple[float, int, float, int]] = {}
+
+    def read(self, now: float | None = None) -> tuple[FlowSummary, list[FamilyDelta]]:
+        """The flow's summary and what changed (``now``: :func:`time.monotonic` time)."""
+        reg = self.registry
+        now = time.monotonic() if now is None else now
+        changes = reg._take_changes(self)
+        keys: tuple[SampleKey, ...] | None = None
+        with reg._lock:
+            histograms = dict(reg._topic_histograms)
+            if reg._members != self._members:
+                self._members = reg._members
+                items = list(reg._partitions.items())
+                keys = self._rejoin(items)
+                known = {seen.stats for seen in self._seen.values()}
+                changes.update(s for _, s in items if s not in known)
+        todo = {k for s in changes if (k := self._keys.get(s)) is not None}
+        partitions, summary, rates = self._partitions(todo, now)
+        self._read_at = now
+        deltas = [FamilyDelta(_SPEC[name], keys, partitions[name]) for name in _PER_PARTITION]
+        deltas += self._topic_rates(rates)
+        deltas += self._topic_histograms(histograms)
+        for family in reg._flow_families(summary):
+            ((labels, value),) = family.samples
+            deltas.append(FamilyDelta(family.spec, ((),), [((), labels, value)]))
+        deltas.append(FamilyDelta(_SPEC["partition_worker"], keys, partitions["partition_worker"]))
+        for name, per_worker in reg._worker_samples().items():  # few workers: all of them
+            changed: list[Sample] = [(slot, labels, value) for slot, labels, value in per_worker]
+            deltas.append(
+                FamilyDelta(_SPEC[name], tuple(slot for slot, _, _ in per_worker), changed)
+            )
+        return summary, deltas
+
+    def _rejoin(self, items: list[tuple[tuple[str, int], PartitionStats]]) -> tuple[SampleKey, ...]:
+        """Partitions were added or dropped: forget the dropped ones; the keys in order."""
+        self._keys = {s: key for key, s in items}
+        self._stats = dict(items)
+        live = set(self._keys.values())
+        for key in [k for k in self._seen if k not in live]:
+            del self._seen[key]
+        self._waiting &= live
+        self._moving &= live
+        self._failing = {k: e for k, e in self._failing.items() if k in live}
+        self._progress = max((s.progress_at for _, s in items), default=0.0)
+        self._topics = ()  # the topics are counted again
+        self._topic_names = {s.remote_topic for _, s in items}
+        return tuple(key for key, _ in items)
+
+    def _partitions(
+        self, todo: set[tuple[str, int]], now: float
+    ) -> tuple[dict[str, list[Sample]], FlowSummary, dict[str, list[float]]]:
+        """The changed samples of the partitions in ``todo`` (changed since the last read) or
+        waiting, the flow's summary and the topics' rates."""
+        reg = self.registry
+        flow = (reg.source, reg.target)
+        now_ms = int(time.time() * 1000)
+        seen, stats_of = self._seen, self._stats
+        changed: dict[str, list[Sample]] = {
+            name: [] for name in (*_PER_PARTITION, "partition_worker")
+        }
+        lag_s, stalled = changed["replication_lag_seconds"], changed["partition_stalled"]
+        workers = changed["partition_worker"]
+        stuck: list[_Row] = []
+        for key in todo | self._waiting:
+            s = stats_of[key]
+            self._progress = max(self._progress, s.progress_at)
+            if s.error:
+                self._failing[key] = s.error
+            else:
+                self._failing.pop(key, None)
+            row = reg._row(key, s, now_ms, now)
+            if row.stalled:
+                stuck.append(row)
+            waiting = row.stats.end_offset is not None and (
+                row.stats.position is None or row.stats.end_offset > row.stats.position
+            )
+            if waiting:
+                self._waiting.add(key)
+            else:
+                self._waiting.discard(key)
+            last = seen.get(key)
+            if last is not None and key not in todo:  # only what changes with time
+                if row.lag_seconds != last.lag_seconds:
+                    lag_s.append((key, last.labels, row.lag_seconds))
+                    last.lag_seconds = row.lag_seconds
+                if bool(row.stalled) != last.stalled:
+                    stalled.append((key, last.labels, 1.0 if row.stalled else 0.0))
+                    last.stalled = not last.stalled
+                continue
+            labels = last.labels if last is not None and last.stats is s else None
+            labels = labels or (*flow, s.remote_topic, str(key[1]))
+            for name, value in zip(_PER_PARTITION, _partition_values(row), strict=True):
+                changed[name].append((key, labels, value))
+            workers.append((key, labels, None if s.worker is None else float(s.worker)))
+            seen[key] = _Seen(s, labels, row.lag_seconds, bool(row.stalled))
+        failing = [(k[0], k[1], e) for k, e in self._failing.items()]
+        summary = reg._summary_of(failing, stuck, self._progress)
+        return changed, summary, self._topic_sums(todo, stats_of, now)
+
+    def _topic_sums(
+        self, todo: set[tuple[str, int]], stats_of: dict[tuple[str, int], PartitionStats],
+        now: float,
+    ) -> dict[str, list[float]]:  # fmt: skip
+        """Each topic's record and byte rates: the sums of its partitions' (only those that
+        moved since their rate was last 0 are read)."""
+        sums: dict[str, list[float]] = {t: [0.0, 0.0] for t in self._topic_names}
+        for key in todo | self._moving:
+            s = stats_of[key]
+            if key not in self._moving and self._read_at is not None and key in self._seen:
+                s.idle_until(self._read_at)
+            record_rate, byte_rate = s.rates(now)
+            if record_rate or byte_rate:
+                self._moving.add(key)
+                acc = sums[s.remote_topic]
+                acc[0] += record_rate
+                acc[1] += byte_rate
+            else:
+                self._moving.discard(key)
+        return sums
+
+    def _topic_rates(self, rates: dict[str, list[float]]) -> list[FamilyDelta]:
+        flow = (self.registry.source, self.registry.target)
+        topics = tuple(sorted(rates))
+        keys: tuple[SampleKey, ...] | None = None
+        if topics != self._topics:
+            self._topics = keys = topics
+            self._rates = {}
+        records: list[Sample] = []
+        nbytes: list[Sample] = []
+        for topic in topics:
+            record_rate, byte_rate = rates[topic]
+            last = self._rates.get(topic)
+            if last is None or last[0] != record_rate:
+                records.append((topic, (*flow, topic), record_rate))
+            if last is None or last[1] != byte_rate:
+                nbytes.append((topic, (*flow, topic), byte_rate))
+            self._rates[topic] = (record_rate, byte_rate)
+        return [
+            FamilyDelta(_SPEC["record_rate"], keys, records),
+            FamilyDelta(_SPEC["byte_rate"], keys, nbytes),
+        ]
+
+    def _topic_histograms(
+        self, histograms: dict[str, tuple[Histogram, Histogram]]
+    ) -> list[FamilyDelta]:
+        flow = (self.registry.source, self.registry.target)
+        topics = tuple(sorted(histograms))
+        keys: tuple[SampleKey, ...] | None = None
+        if topics != self._histograms:
+            self._histograms = keys = topics
+        latency: list[Sample] = []
+        age: list[Sample] = []
+        for topic in topics:
+            lat_h, age_h = histograms[topic]
+            observed = (lat_h._sum, sum(lat_h._counts), age_h._sum, sum(age_h._counts))
+            last = self._observed.get(topic)
+            if observed == last:
+                continue
+            self._observed[topic] = observed
+            if last is None or observed[:2] != last[:2]:
+                latency.append((topic, (*flow, topic), lat_h.value()))
+            if last is None or observed[2:] != last[2:]:
+                age.append((topic, (*flow, topic), age_h.value()))
+        return [
+            FamilyDelta(_SPEC["replication_latency_seconds"], keys, latency),
+            FamilyDelta(_SPEC["record_age_seconds"], keys, age),
+        ]

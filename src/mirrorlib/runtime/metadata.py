@@ -23,7 +23,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.core.plans import TopicSnapshot, plan_acls, plan_topic_configs, plan_topics
+from mirrorlib.core.plans import (
+    TopicConfigEntry,
+    TopicSnapshot,
+    plan_acls,
+    plan_topic_configs,
+    plan_topics,
+)
 from mirrorlib.core.replication_factor import (
     choose_replication_factor,
     enforce_replication_factor,
@@ -48,6 +54,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds after which a remote topic's cached ``max.message.bytes`` is read again.
 LIMITS_MAX_AGE: Final = 3600.0
+#: Topic config sync compares every remote topic with its source topic every this many cycles
+#: (in between, only those whose source configs changed): configs altered on the target are put
+#: back within this many ``sync.topic.configs.interval.seconds``.
+CONFIGS_FULL_EVERY: Final = 10
 #: Most cached ``max.message.bytes`` read again per topic refresh.
 LIMITS_REFRESH_BATCH: Final = 1000
 
@@ -101,6 +111,10 @@ class MetadataTask:
         self._replicable: dict[str, str] = {}  # the same, without the filtered topics
         self._limits: dict[str, int | None] = {}  # remote topic -> max.message.bytes
         self._limits_read: dict[str, float] = {}  # remote topic -> monotonic time it was read
+        # topic config sync: source topic -> its configs the remote topic was last found or
+        # made to agree with; a cycle compares every remote only every CONFIGS_FULL_EVERY
+        self._configs_synced: dict[str, dict[str, TopicConfigEntry]] = {}
+        self._configs_cycles = 0
 
     # -- admin clients -------------------------------------------------------------------------
 
@@ -393,13 +407,36 @@ class MetadataTask:
         return self._limits
 
     def sync_topic_configs(self) -> None:
+        """Make the remote topics' configs follow their source topics' (MM2's
+        ``syncTopicConfigs``: the same properties are synced and excluded).
+
+        Every source topic's configs are described each cycle (one request); remote topics are
+        described and compared only for the source topics whose configs changed since their
+        remote was last found or made to agree, or were not seen before — and every one of
+        them each :data:`CONFIGS_FULL_EVERY` cycles, which also puts back configs altered on
+        the target (MM2 writes every remote topic's configs every cycle)."""
         s = self.s
         source, target = self._admins()
-        candidates = [t for t in source.list_topics() if s.should_replicate_topic(t)]
-        remotes = [s.policy.format_remote_topic(s.source, t) for t in candidates]
+        counts = source.list_topics()
+        candidates = [t for t in counts if s.should_replicate_topic(t)]
+        described = source.describe_configs(candidates)
+        full = self._configs_cycles % CONFIGS_FULL_EVERY == 0
+        self._configs_cycles += 1
+        synced = self._configs_synced
+        for gone in [t for t in synced if t not in described]:
+            del synced[gone]
+        changed = [
+            TopicSnapshot(name, counts[name], configs)
+            for name, configs in described.items()
+            if full or synced.get(name) != configs
+        ]
+        if not changed:
+            return
+        remotes = {s.policy.format_remote_topic(s.source, t.name): t for t in changed}
+        targets = target.snapshot(remotes)
         plan = plan_topic_configs(
-            source.snapshot(candidates),
-            target.snapshot(remotes),
+            changed,
+            targets.values(),
             source_alias=s.source,
             policy=s.policy,
             should_replicate=s.should_replicate_topic,
@@ -414,6 +451,9 @@ class MetadataTask:
                 if any(op.key == "max.message.bytes" for op in step.ops):
                     self._limits_read.pop(step.name, None)
                     self._last_counts = None
+        for remote in targets:  # applied (apply raises otherwise) or already the same
+            name = remotes[remote].name
+            synced[name] = described[name]
 
     def sync_topic_acls(self) -> None:
         s = self.s

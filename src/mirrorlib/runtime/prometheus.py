@@ -11,9 +11,11 @@ metric it maps to; the table is in ``docs/replicator.md``), prefixed ``mirrorlib
 there are also ``mirrorlib_flow_up`` (1 while a flow is starting, running, degraded or stalled;
 0 when failed or stopped) and ``mirrorlib_flow_errors``.
 
-Scrape cost: a collector builds the metric families from the flows' counters at scrape time, in
-one pass over the partitions; nothing is created per partition between scrapes, and histograms
-are per remote topic, not per partition.
+Scrape cost: :class:`Exposition` (what :func:`start_http_server` serves) keeps the text of every
+sample between scrapes and writes again only the samples that changed, read through each flow's
+:class:`~mirrorlib.core.status.MetricsCursor`; :class:`ReplicatorCollector` (for a
+prometheus-client registry) builds the families from the flows' counters in one pass over the
+partitions. Histograms are per remote topic, not per partition.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from mirrorlib.core.status import FlowState, HistogramValue, MetricSpec
+from mirrorlib.core.status import (
+    FamilyDelta,
+    FlowState,
+    HistogramValue,
+    MetricsCursor,
+    MetricSpec,
+    SampleKey,
+    StatsRegistry,
+)
 from mirrorlib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -145,6 +155,7 @@ class Exposition:
         self._go: Callable[[float], str] = floatToGoString
         self._layouts: dict[str, _Layout] = {}
         self._values: dict[float, str] = {}
+        self._flows: dict[int, _Flow] = {}  # by id() of the flow's StatsRegistry
 
     def _float(self, value: float) -> str:
         text = self._values.get(value)
@@ -182,8 +193,16 @@ class Exposition:
         out.append(f"{layout.name}_sum{plain} {self._float(value.sum)}\n")
         return "".join(out)
 
-    def render(self) -> bytes:
-        """The text of one scrape."""
+    def render(self, now: float | None = None) -> bytes:
+        """The text of one scrape (``now``: its :func:`time.monotonic` time, by default now).
+
+        When the source has ``flow_stats()`` (a :class:`~mirrorlib.runtime.replicator.Replicator`
+        does), each flow is read with a :class:`~mirrorlib.core.status.MetricsCursor` and only
+        the samples that changed since the previous scrape are written again; otherwise
+        everything is written from ``flow_metrics()``."""
+        flow_stats = getattr(self.source, "flow_stats", None)
+        if flow_stats is not None:
+            return self._render_changes(flow_stats(), now)
         sections: dict[str, list[str]] = {}
         up: list[str] = []
         errors: list[str] = []
@@ -221,6 +240,85 @@ class Exposition:
         text += errors
         return "".join(text).encode()
 
+    def _render_changes(self, registries: list[StatsRegistry], now: float | None) -> bytes:
+        flows = {id(stats): self._flows.get(id(stats)) for stats in registries}
+        sections: dict[str, list[bytes]] = {}
+        up: list[str] = []
+        errors: list[str] = []
+        for stats in registries:
+            flow = flows[id(stats)]
+            if flow is None or flow.cursor.registry is not stats:
+                flow = flows[id(stats)] = _Flow(stats.cursor())
+            summary, deltas = flow.cursor.read(now)
+            for delta, section in zip(deltas, flow.sections(deltas), strict=True):
+                self._apply(section, delta)
+                out = sections.get(delta.spec.name)
+                if out is None:
+                    out = sections[delta.spec.name] = [self._header(delta.spec).encode()]
+                out.append(section.text())
+            labels = f'{{source="{_escape(summary.source)}",target="{_escape(summary.target)}"}}'
+            up.append(f"{self.prefix}_flow_up{labels} {1.0 if summary.state in _UP else 0.0}\n")
+            errors.append(f"{self.prefix}_flow_errors{labels} {float(len(summary.errors))}\n")
+        self._flows = {k: v for k, v in flows.items() if v is not None}
+        tail = (
+            f"# HELP {self.prefix}_flow_up {_help(_UP_HELP)}\n# TYPE {self.prefix}_flow_up gauge\n"
+            + "".join(up)
+            + f"# HELP {self.prefix}_flow_errors {_help(_ERRORS_HELP)}\n"
+            f"# TYPE {self.prefix}_flow_errors gauge\n" + "".join(errors)
+        )
+        return b"".join(chunk for chunks in sections.values() for chunk in chunks) + tail.encode()
+
+    def _apply(self, section: _Section, delta: FamilyDelta) -> None:
+        """Write the changed samples of ``delta`` into ``section``."""
+        if delta.keys is not None:
+            lines, prefixes = section.lines, section.prefixes
+            section.lines = {key: lines.get(key, b"") for key in delta.keys}
+            section.prefixes = {key: p for key in delta.keys if (p := prefixes.get(key))}
+            section.joined = None
+        if not delta.changed:
+            return
+        section.joined = None
+        layout = self._layout(delta.spec)
+        numbers, number = self._values, self._float
+        lines, prefixes = section.lines, section.prefixes
+        for key, labels, value in delta.changed:
+            if value is None:
+                lines[key] = b""
+            elif isinstance(value, HistogramValue):
+                lines[key] = self._histogram(layout, labels, value).encode()
+            else:
+                prefix = prefixes.get(key)
+                if prefix is None:  # the sample's name and labels: the same for its life
+                    prefix = prefixes[key] = f"{layout.name}{{{layout.labelstr(labels)}}} "
+                lines[key] = f"{prefix}{numbers.get(value) or number(value)}\n".encode()
+
+
+class _Section:
+    """The written samples of one metric of one flow, by sample key, in order."""
+
+    __slots__ = ("joined", "lines", "prefixes")
+
+    def __init__(self) -> None:
+        self.lines: dict[SampleKey, bytes] = {}
+        self.prefixes: dict[SampleKey, str] = {}  # name and labels of each sample
+        self.joined: bytes | None = None
+
+    def text(self) -> bytes:
+        if self.joined is None:
+            self.joined = b"".join(self.lines.values())
+        return self.joined
+
+
+class _Flow:
+    """What an :class:`Exposition` keeps of one flow between scrapes."""
+
+    def __init__(self, cursor: MetricsCursor) -> None:
+        self.cursor = cursor
+        self._sections: dict[str, _Section] = {}
+
+    def sections(self, deltas: list[FamilyDelta]) -> list[_Section]:
+        return [self._sections.setdefault(d.spec.name, _Section()) for d in deltas]
+
 
 def start_http_server(
     replicator: Replicator, port: int = 9464, addr: str = "127.0.0.1", *, registry: Any = None
@@ -228,8 +326,8 @@ def start_http_server(
     """Serve ``/metrics`` for ``replicator`` on ``addr:port`` in a background thread.
 
     Returns the server (call ``.shutdown()`` to stop it). Without ``registry`` the replicator's
-    metrics are written by :class:`Exposition` (a scrape of 100,000 partitions costs tenths of
-    a second); with one, the replicator's collector is registered in it and the whole registry
+    metrics are written by :class:`Exposition` (a scrape writes again only what changed: about
+    0.15 CPU-s for 100,000 idle partitions, seconds when all of them moved); with one, the replicator's collector is registered in it and the whole registry
     is served by prometheus-client.
     """
     prometheus_client = _require()

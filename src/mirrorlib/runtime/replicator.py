@@ -28,7 +28,14 @@ from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import Family, FlowState, FlowStatus, FlowSummary, Metric
+from mirrorlib.core.status import (
+    Family,
+    FlowState,
+    FlowStatus,
+    FlowSummary,
+    Metric,
+    StatsRegistry,
+)
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 from mirrorlib.runtime.workers import WorkerPlane
@@ -180,6 +187,11 @@ class Replicator:
         """Per flow: its state and its metrics following Prometheus' conventions (see
         :data:`mirrorlib.core.status.METRICS`), both from one pass over its partitions."""
         return [runner.stats.scrape() for runner in self._runners]
+
+    def flow_stats(self) -> list[StatsRegistry]:
+        """The counters of every flow (what :class:`~mirrorlib.runtime.prometheus.Exposition`
+        reads incrementally)."""
+        return [runner.stats for runner in self._runners]
 
     def __enter__(self) -> Replicator:
         self.start()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import stats
+from bench.procmon import children
 from mirrorlib.testing import BaseCluster
 from mirrorlib.testing.config import render_properties
 from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
@@ -60,10 +61,18 @@ class Contender:
         raise NotImplementedError
 
     def suspend(self) -> None:
-        os.kill(self.pid, signal.SIGSTOP)
+        """SIGSTOP the replicator's whole process tree (with ``tasks.max`` > 1 mirrorlib copies in
+        child processes: stopping only the parent let them copy part of the preload outside the
+        measured window, until their pipe to the stopped parent filled)."""
+        for pid in (self.pid, *children(self.pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
+        """SIGCONT the tree, children first (the parent finds its workers running)."""
+        for pid in (*reversed(children(self.pid)), self.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     @property
     def checkpoints(self) -> bool:

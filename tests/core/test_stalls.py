@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorlib.core.stalls import STUCK_PRODUCER_S, StallNotice, StallWatch, StuckProducer
+from mirrorlib.core.stalls import (
+    STUCK_PRODUCER_S,
+    StallNotice,
+    StallWatch,
+    StuckProducer,
+    WatchdogClock,
+)
 
 
 def test_a_healthy_flow_logs_nothing() -> None:
@@ -79,3 +85,26 @@ def test_by_default_a_coordinator_loading_for_half_a_minute_is_waited_for() -> N
 def test_after_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         StuckProducer(after=0)
+
+
+def test_a_watchdog_that_runs_holds_the_whole_silence_against_a_peer() -> None:
+    clock = WatchdogClock(pause=1.0)
+    for i in range(13):  # a round every 0.5 s
+        clock.tick(i * 0.5)
+    assert clock.silent(0.0, 6.1) == pytest.approx(6.1)
+
+
+def test_the_time_a_watchdog_was_paused_is_not_held_against_a_peer() -> None:
+    clock = WatchdogClock(pause=1.0)
+    clock.tick(10.0)
+    clock.tick(10.1)
+    clock.tick(25.0)  # stopped for ~15 s, like the peer
+    assert clock.silent(10.05, 25.0) == 0.0
+    clock.tick(25.1)
+    assert clock.silent(10.05, 31.5) == pytest.approx(6.5)  # silent since the watchdog woke
+    assert clock.silent(30.0, 31.5) == pytest.approx(1.5)  # heard after the pause: as is
+
+
+def test_a_watchdog_clock_needs_a_positive_pause() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        WatchdogClock(pause=0)

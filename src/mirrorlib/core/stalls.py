@@ -12,13 +12,18 @@ being sparse, from the same broker each time: a broker that keeps failing that r
 producer stuck however healthy the others are (confluentinc/librdkafka#3848, open). :class:`StuckProducer` says when its owner should recreate it (a
 new client picks its broker afresh): after :data:`STUCK_PRODUCER_S` with records waiting for it,
 a reported problem, and no acknowledgement since.
+
+A watchdog that declares a peer dead after some seconds of silence may itself be paused (SIGSTOP
+of its process tree, a suspended VM, a starved machine): the peer's messages wait in a pipe
+meanwhile, and the time the watchdog did not run proves nothing about the peer.
+:class:`WatchdogClock` counts silence from the watchdog's own last pause.
 """
 
 from __future__ import annotations
 
 import attrs
 
-__all__ = ["STUCK_PRODUCER_S", "StallNotice", "StallWatch", "StuckProducer"]
+__all__ = ["STUCK_PRODUCER_S", "StallNotice", "StallWatch", "StuckProducer", "WatchdogClock"]
 
 #: Seconds a producer may go on reporting that it cannot write (no producer id, coordinator
 #: loading or gone: :func:`~mirrorlib.core.status.stall_reason`) with records waiting for it and
@@ -99,3 +104,31 @@ class StuckProducer:
             self._since = None
             return False
         return self._since is not None and now - self._since >= self.after
+
+
+class WatchdogClock:
+    """Silence as a watchdog may hold it against a peer: time during which the watchdog itself
+    did not run does not count. The watchdog calls :meth:`tick` on each of its rounds; a round
+    that comes more than ``pause`` seconds after the previous one means the watchdog was not
+    running (its messages may be waiting unread), so every peer's silence counts anew from it.
+    The caller's clock; one thread."""
+
+    def __init__(self, pause: float) -> None:
+        if pause <= 0:
+            raise ValueError("pause must be positive")
+        self.pause = pause
+        self._last: float | None = None  # the previous round
+        self._awake_since: float | None = None  # the end of the watchdog's last pause
+
+    def tick(self, now: float) -> None:
+        """A round of the watchdog at ``now``."""
+        if self._last is not None and now - self._last > self.pause:
+            self._awake_since = now
+        self._last = now
+
+    def silent(self, since: float, now: float) -> float:
+        """Seconds a peer last heard from (or started) at ``since`` has been silent at ``now``,
+        counted from the watchdog's last pause when that ended later."""
+        if self._awake_since is not None and self._awake_since > since:
+            since = self._awake_since
+        return max(now - since, 0.0)

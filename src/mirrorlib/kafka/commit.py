@@ -11,7 +11,8 @@ in one of two ways, chosen once per flow:
   are written to the Connect offsets topic. A crash replays at most what was copied since the
   last flush.
 * :class:`TransactionCommitter` (**exactly-once**). Records are produced inside a transaction
-  (:meth:`~Committer.begin`); every ``transaction.boundary.interval`` the positions of what was
+  (:meth:`~Committer.begin`); every ``transaction.boundary.interval``, and as soon as the copier
+  has caught up with its source (a round that consumed nothing), the positions of what was
   produced are written into the same transaction, which is then committed: records and positions
   become visible together, or neither does. Offset syncs of a transaction are queued only once it
   committed; an aborted transaction rewinds its partitions to their committed positions.
@@ -100,8 +101,9 @@ class Committer(ABC):
         """Take the acknowledged records of ``part`` (``acks.count`` > 0) into account."""
 
     @abstractmethod
-    def tick(self, now: float) -> None:
-        """Called on every round of the copier's loop (``now``: :func:`time.monotonic`)."""
+    def tick(self, now: float, *, caught_up: bool = False) -> None:
+        """Called on every round of the copier's loop (``now``: :func:`time.monotonic`;
+        ``caught_up``: the round consumed nothing, the source has no backlog)."""
 
     @abstractmethod
     def checkpoint(self, *, only: set[Key] | None = None, final: bool = False) -> None:
@@ -186,7 +188,8 @@ class PositionCommitter(Committer):
         if self.s.emit_offset_syncs_enabled:
             self._record_syncs(part, acks)
 
-    def tick(self, now: float) -> None:
+    def tick(self, now: float, *, caught_up: bool = False) -> None:
+        del caught_up  # the records are visible already; positions follow the interval
         if now - self._last_flush >= self.s.offset_flush_interval:
             self.checkpoint()
 
@@ -221,7 +224,7 @@ class PositionCommitter(Committer):
 
 class TransactionCommitter(Committer):
     """Exactly-once: records and their positions in one transaction, committed every
-    ``transaction.boundary.interval`` (see the module).
+    ``transaction.boundary.interval`` and when the copier caught up (see the module).
     """
 
     _started: float  # when the open transaction began (time.monotonic)
@@ -254,8 +257,15 @@ class TransactionCommitter(Committer):
                 for up, msg in zip(acks.upstream, acks.reports, strict=True)
             )
 
-    def tick(self, now: float) -> None:
-        if self.in_transaction and now - self._started >= self.s.transaction_boundary_interval:
+    def tick(self, now: float, *, caught_up: bool = False) -> None:
+        """Commit the open transaction when it is ``transaction.boundary.interval`` old, or at
+        once when the copier caught up: its records become visible to ``read_committed``
+        consumers as soon as the backlog is copied, not up to an interval later, and a busy
+        copier still pays one commit (a drained pipeline and a coordinator round trip) per
+        interval only."""
+        if self.in_transaction and (
+            caught_up or now - self._started >= self.s.transaction_boundary_interval
+        ):
             self.commit()
 
     def checkpoint(self, *, only: set[Key] | None = None, final: bool = False) -> None:

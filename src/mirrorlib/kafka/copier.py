@@ -494,7 +494,7 @@ class Copier:
             if self._queued:
                 self._send_queued()
             now = time.monotonic()
-            committer.tick(now)
+            committer.tick(now, caught_up=not msgs and not queued)
             self._retry_parked(now)
             self._send_offset_syncs()
             self._sync_producer_poll()

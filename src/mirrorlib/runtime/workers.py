@@ -53,6 +53,7 @@ from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.placement import load_of, place
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.stalls import WatchdogClock
 from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
@@ -83,6 +84,10 @@ Key = tuple[str, int]
 #: :data:`STARTUP_S`)
 UNRESPONSIVE_S = 6.0
 STARTUP_S = 60.0
+#: a round of the supervisor's loop this much later than the previous one means the parent was
+#: not running (stopped, starved): the workers' silence counts anew from then (their reports
+#: waited in the pipes)
+PARENT_PAUSE_S = 1.0
 #: back-off (seconds) of a slot's restarts; reset once a process ran :data:`HEALTHY_S`
 RESTART_BASE_S, RESTART_CAP_S, HEALTHY_S = 0.5, 30.0, 60.0
 #: seconds a slot whose process died keeps its partitions, waiting for its next process
@@ -205,6 +210,7 @@ class Supervisor:
         self._owned: frozenset[Key] = frozenset()
         self._syncs: OffsetSyncWriter | None = None
         self._stale: list[_Process] = []  # replaced processes, killed, to reap
+        self._clock = WatchdogClock(PARENT_PAUSE_S)
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -268,6 +274,7 @@ class Supervisor:
             while not stop.is_set():
                 self._handle_events(timeout=0.1)
                 now = time.monotonic()
+                self._clock.tick(now)
                 self._watch(now)
                 self._start_due(now)
                 self._forward_topics()
@@ -439,7 +446,7 @@ class Supervisor:
             if proc is None:
                 continue
             seen = proc.last_seen
-            silent = now - (seen if seen is not None else proc.started)
+            silent = self._clock.silent(seen if seen is not None else proc.started, now)
             limit = self.unresponsive_after if seen is not None else STARTUP_S
             if silent > limit:
                 self._replace(slot, proc, silent)

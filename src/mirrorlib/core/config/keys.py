@@ -388,7 +388,7 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _LONG,
         "1000",
         _F,
-        "How often an exactly-once flow commits its transaction.",
+        "How often an exactly-once flow commits its transaction (sooner when caught up).",
         _CH,
         "Used by mirrorlib's exactly-once mode, default 1000 ms (Connect's default is "
         "offset.flush.interval.ms, and MM2 commits per poll).",

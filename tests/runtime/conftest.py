@@ -135,17 +135,19 @@ class ReplicatorProcess:
         self.path.write_text(javaproperties.dumps(dict(properties)), encoding="utf-8")
         self.log = workdir / f"{name}.log"
         self.proc: Any = None
-        self._starts = 0
+        self._log_from = 0  # where the current process's output starts in the log
 
-    def _started(self) -> int:
-        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-        return text.count("mirrorlib replicator started")
+    def _up(self) -> bool:
+        """Whether the current process logged that its replicator started."""
+        with open(self.log, "rb") as f:
+            f.seek(self._log_from)
+            return b"mirrorlib replicator started" in f.read()
 
     def start(self) -> None:
         import subprocess
         import sys
 
-        self._starts += 1
+        self._log_from = self.log.stat().st_size if self.log.exists() else 0
 
         with open(self.log, "a", encoding="utf-8") as out:
             self.proc = subprocess.Popen(
@@ -168,7 +170,7 @@ class ReplicatorProcess:
             return 0
         wait_for(
             "the replicator started",
-            lambda: self.proc.poll() is not None or self._started() >= self._starts,
+            lambda: self.proc.poll() is not None or self._up(),
             timeout=90,
         )
         if self.proc.poll() is None:

@@ -188,6 +188,7 @@ class _Part(PartitionProgress):
         "max_bytes",
         "parked_until",
         "pending",
+        "probe_at",
         "remote",
         "sampled_ts",
         "throttled",
@@ -209,6 +210,9 @@ class _Part(PartitionProgress):
         self.throttled = False  # paced: paused on the source until `pending` is produced
         self.sampled_ts: int | None = None  # tail timestamp at the last latency sample
         self.parked_until = 0.0
+        # A retry sends the record it was parked at to the target once, whatever the known
+        # max.message.bytes says: the limit may have been raised since it was read (it is cached).
+        self.probe_at: int | None = None
         self.backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)  # of parking retries
 
 
@@ -625,8 +629,11 @@ class Copier:
         size = record_size(msg)
         if size <= part.max_bytes:
             return False
-        size -= RECORD_OVERHEAD
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        if part.probe_at == offset:  # a retry: the target decides (a refusal parks it again)
+            part.probe_at = None
+            return False
+        size -= RECORD_OVERHEAD
         self._park(
             part,
             offset,
@@ -1035,6 +1042,7 @@ class Copier:
                 part.parked_until = 0.0
                 if part.blocked_at is not None:
                     self._seek(part, part.blocked_at)
+                part.probe_at = part.blocked_at
                 part.blocked_at = None
                 part.stats.error = None
                 self._consumer.resume([KafkaTopicPartition(part.key[0], part.key[1])])

@@ -407,8 +407,15 @@ class _Copy:
             lane.throttled = True
 
     def _produce(self, lane: _Lane, msg: Any) -> None:
-        if lane.max_bytes is not None and record_size(msg) > lane.max_bytes:
-            off = msg.offset()
+        # The first record of a range goes to the target whatever the known limit says: a
+        # parked partition's retry starts there, and the limit (cached by the driver) may have
+        # been raised since it was read; a refusal parks the partition all the same.
+        off = msg.offset()
+        if (
+            lane.max_bytes is not None
+            and off != lane.result.start
+            and record_size(msg) > lane.max_bytes
+        ):
             size = len(msg.key() or b"") + len(msg.value() or b"")
             self._park(
                 lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "

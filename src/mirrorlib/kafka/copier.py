@@ -340,12 +340,18 @@ class Copier:
                 log.warning("flow %s: closing the source consumer failed: %s", self.s.name, exc)
             finally:
                 self._consumer = None
-        if self._syncs is not None:
-            self._syncs.flush(5.0)
-            self._syncs = None
-        if self._producer is not None:
-            self._producer.flush(10.0)
-            self._producer = None
+        # A dead (fatal, fenced) producer may fail its flush, or a delivery report served by it:
+        # closing goes on (nothing unacknowledged was recorded; it is copied again).
+        for name, client, timeout in (("offset syncs", self._syncs, 5.0),
+                                      ("target", self._producer, 10.0)):  # fmt: skip
+            if client is not None:
+                try:
+                    client.flush(timeout)
+                except Exception as exc:
+                    log.warning("flow %s: flushing the %s producer failed: %s", self.s.name,
+                                name, exc)  # fmt: skip
+        self._syncs = None
+        self._producer = None
         self.committer.close()
         self._parts.clear()
         self._ready.clear()

@@ -29,6 +29,7 @@ DERIVED = {
     "copier_group_id",
     "auto_offset_reset",
     "consume_batch",
+    "node",
 }
 
 BASE = {

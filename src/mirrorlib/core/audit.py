@@ -53,6 +53,7 @@ import attrs
 
 from mirrorlib.core.report import Block, Table, format_table, human_duration, render_plain
 from mirrorlib.core.status import STALL_AFTER_S, FlowLagView
+from mirrorlib.core.worker_reports import WorkerView, worker_table
 
 __all__ = [
     "FlowHealth",
@@ -510,6 +511,12 @@ class FlowHealth(FlowLagView["PartitionLag"]):
     errors: tuple[str, ...] = ()
     stalled: str | None = None  # why the flow is stalled, when it is
     position_flush_interval_s: float | None = None  # offset.flush.interval.ms, in seconds
+    workers: tuple[WorkerView, ...] = ()  # the copier workers' newest reports (mirrorlib only)
+
+    @property
+    def silent_workers(self) -> int:
+        """Workers whose node stopped reporting (see :mod:`mirrorlib.core.worker_reports`)."""
+        return sum(1 for w in self.workers if w.silent)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -537,6 +544,7 @@ class FlowHealth(FlowLagView["PartitionLag"]):
             "checkpoint_age_s": self.checkpoint_age_s,
             "errors": list(self.errors),
             "partitions": [p.to_dict() for p in self.partitions],
+            "workers": [w.to_dict() for w in self.workers],
         }
 
     def summary(self) -> str:
@@ -570,7 +578,7 @@ class FlowHealth(FlowLagView["PartitionLag"]):
 
     def blocks(self, limit: int | None = None) -> list[Block]:
         """:meth:`summary`, then a table of data partitions (the ``limit`` with most lag, unknown
-        lag first, when given), internal topics apart, then errors."""
+        lag first, when given), internal topics apart, the workers, then errors."""
 
         def table(parts: Sequence[PartitionLag]) -> Table:
             rows = tuple(
@@ -604,6 +612,11 @@ class FlowHealth(FlowLagView["PartitionLag"]):
         if internal:
             out.append("  internal topics (heartbeats; lag of up to a flush interval is normal):")
             out.append(table(internal))
+        if self.workers:
+            nodes = len({w.report.node for w in self.workers})
+            silent = f", {self.silent_workers} silent" if self.silent_workers else ""
+            out.append(f"  workers ({len(self.workers)} on {nodes} node(s){silent}):")
+            out.append(worker_table(self.workers))
         out.extend(f"  error: {e}" for e in self.errors)
         return out
 

@@ -70,6 +70,7 @@ class FlowSettings:
     offset_syncs_topic_replication_factor: int
     checkpoints_topic: str
     checkpoints_topic_replication_factor: int
+    worker_status_topic: str
     heartbeats_topic_replication_factor: int
     replication_factor: int
     replication_factor_lowering_enabled: bool
@@ -99,6 +100,8 @@ class FlowSettings:
     tasks_max: int = 1
     # the copier group's static member id (set with node.id, or with tasks.max > 1)
     group_instance_id: str | None = None
+    # this node's name: node.id, or the host name
+    node: str = ""
 
     def record_consumer(self) -> dict[str, Any]:
         """librdkafka configuration of the consumer that reads the records to replicate: the
@@ -191,6 +194,7 @@ class FlowSettings:
             offset_syncs_topic_replication_factor=flow.offset_syncs_topic_replication_factor,
             checkpoints_topic=flow.checkpoints_topic,
             checkpoints_topic_replication_factor=flow.checkpoints_topic_replication_factor,
+            worker_status_topic=flow.worker_status_topic,
             heartbeats_topic_replication_factor=flow.heartbeats_topic_replication_factor,
             replication_factor=flow.replication_factor,
             replication_factor_lowering_enabled=flow.replication_factor_lowering_enabled,
@@ -219,4 +223,5 @@ class FlowSettings:
             group_instance_id=(
                 f"mirrorlib-{flow.name}-{node}" if flow.node_id or flow.tasks_max > 1 else None
             ),
+            node=node,
         )

@@ -37,6 +37,7 @@ from mirrorlib.kafka.probe import unreachable
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
+from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot
 
 __all__ = ["CopierPlane", "DataPlane", "FlowRunner", "stop_flows"]
 
@@ -77,7 +78,8 @@ P = TypeVar("P", bound=DataPlane)
 class CopierPlane:
     """The embedded engine's data plane: a :class:`~mirrorlib.kafka.copier.Copier` thread
     (``copier``) that consumes from the source, produces to the target and stores positions
-    in the flow's offsets topic."""
+    in the flow's offsets topic, and a thread publishing it as worker slot 0 for ``mirrorlib
+    status`` (:class:`~mirrorlib.runtime.worker_status.WorkerReporter`)."""
 
     def __init__(self) -> None:
         self.copier: Copier | None = None
@@ -100,6 +102,8 @@ class CopierPlane:
         )
         self.copier = Copier(s, flow.catalog, flow.stats, positions)
         flow.spawn("copier", self.copier.run)
+        reporter = WorkerReporter(s, flow.stats, lambda: copier_slot(flow.stats))
+        flow.spawn("worker status", reporter.run)
 
     def stop(self) -> None:
         """Nothing to do: the copier watches the flow's stop event and stores its positions

@@ -7,6 +7,7 @@ pure and live in :mod:`mirrorlib.core.audit` and :mod:`mirrorlib.core.plans`; th
 clusters in :mod:`mirrorlib.kafka` (:mod:`mirrorlib.kafka.offsets` and friends).
 
 * :func:`flow_status` — per flow: state, per-partition lag in records and seconds, heartbeat age,
+  the copier workers mirrorlib's nodes report (:mod:`mirrorlib.core.worker_reports`),
   last checkpoint age, errors;
 * :func:`flow_plan` — what the flow would create or change on its target right now (topics,
   partitions, configs, ACLs) and which topics it skips and why;
@@ -35,6 +36,7 @@ from mirrorlib.core.audit import (
 )
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.plans import Plan
+from mirrorlib.core.worker_reports import WorkerView, view_reports
 from mirrorlib.errors import ClusterError, ConfigError, MirrorError
 from mirrorlib.kafka import new_admin_client
 from mirrorlib.kafka.offsets import first_timestamps, list_offsets, read_digests, topic_partitions
@@ -197,11 +199,36 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
         heartbeat_interval_s=flow.emit_heartbeats_interval, any_position=bool(positions),
         stalled=stalled is not None,
     )  # fmt: skip
+    # after the state: a flow whose workers cannot be read is not unreachable (the error says)
+    workers = _workers(config, flow, timeout, now_ms, errors)
     return FlowHealth(
         source=flow.source, target=flow.target, state=state, partitions=tuple(partitions),
         heartbeat_age_s=heartbeat_age, checkpoint_age_s=checkpoint_age, errors=tuple(errors),
         stalled=stalled, position_flush_interval_s=flow.offset_flush_interval,
+        workers=workers,
     )  # fmt: skip
+
+
+def _workers(
+    config: MirrorConfig, flow: FlowConfig, timeout: float, now_ms: int, errors: list[str]
+) -> tuple[WorkerView, ...]:
+    """The flow's copier workers, from the reports its nodes publish on the target (none for
+    a flow that mirrorlib never ran: MM2 publishes none)."""
+    from mirrorlib.kafka.worker_reports import read_worker_reports
+
+    topic = flow.worker_status_topic
+    try:
+        reports, problems = read_worker_reports(
+            config.client_config(flow.target, "consumer"),
+            config.client_config(flow.target, "admin"),
+            topic, alias=flow.target, timeout=timeout,
+        )  # fmt: skip
+    except MirrorError as exc:
+        errors.append(f"worker reports ({topic} on {flow.target}): {exc}")
+        return ()
+    for problem in problems:
+        log.warning("%s on %s: skipped a record: %s", topic, flow.target, problem)
+    return view_reports((r for r in reports if r.flow == flow.name), now_ms)
 
 
 # -- plan -------------------------------------------------------------------------------------

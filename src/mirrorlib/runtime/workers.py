@@ -56,6 +56,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import WatchdogClock
 from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
 from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.worker_reports import SlotInfo, WorkerState
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
     Applied,
@@ -73,6 +74,7 @@ from mirrorlib.core.workerproto import (
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.worker import EXIT_FAILED
+from mirrorlib.runtime.worker_status import WorkerReporter
 
 __all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
 
@@ -169,6 +171,26 @@ class _Slot:
         self.backoff = Backoff(base=RESTART_BASE_S, cap=RESTART_CAP_S)
         self.next_start = 0.0  # monotonic time its next process may start
         self.down_since: float | None = None  # when its process died (None: never ran, or up)
+        self.replaced = False  # its process replaced one that stopped answering, not heard yet
+
+
+def _slot_info(slot: _Slot, now: float) -> SlotInfo:
+    proc = slot.process
+    retry_in = None
+    if proc is not None:
+        state = WorkerState.STARTING if proc.last_seen is None else WorkerState.RUNNING
+        if slot.replaced:
+            state = WorkerState.REPLACED
+    elif slot.next_start == float("inf"):
+        state = WorkerState.FAILED
+    else:
+        state = WorkerState.RESTARTING if slot.restarts else WorkerState.STARTING
+        retry_in = max(slot.next_start - now, 0.0)
+    return SlotInfo(
+        slot=slot.index, pid=None if proc is None else proc.pid, state=state,
+        partitions=frozenset() if proc is None else proc.sent, restarts=slot.restarts,
+        last_error=slot.last_error, retry_in_s=retry_in,
+    )  # fmt: skip
 
 
 def _worker_command() -> list[str]:
@@ -222,6 +244,12 @@ class Supervisor:
                 if slot.process is not None:
                     held |= slot.process.may_hold() & keys
             return frozenset(held)
+
+    def slot_infos(self) -> tuple[SlotInfo, ...]:
+        """Each slot now: its process, state and assigned partitions (thread-safe)."""
+        now = time.monotonic()
+        with self._lock:
+            return tuple(_slot_info(slot, now) for slot in self.slots)
 
     def await_release(self, keys: frozenset[Key], stop: threading.Event) -> None:
         """Block until no worker may write any of ``keys`` any more (they were revoked from
@@ -308,6 +336,7 @@ class Supervisor:
             return  # replaced: nothing it says counts (it may not even know yet)
         proc.last_seen = time.monotonic()
         slot = self.slots[proc.slot]
+        slot.replaced = False
         if isinstance(message, Report):
             self._merge(slot, proc, message)
         elif isinstance(message, Applied):
@@ -474,6 +503,7 @@ class Supervisor:
         with self._lock:
             slot.process = None
         self._start(slot)
+        slot.replaced = True
         new = slot.process
         if new is not None:  # the new process gets the partitions once its init fenced `proc`
             self._assign(new, placed)
@@ -629,7 +659,9 @@ class Supervisor:
 
 class WorkerPlane:
     """The data plane of a flow with ``tasks.max`` > 1 (see the module): a :class:`Supervisor`
-    thread (``supervisor``) with its worker processes, and the group membership thread.
+    thread (``supervisor``) with its worker processes, the group membership thread, and a
+    thread publishing the workers for ``mirrorlib status``
+    (:class:`~mirrorlib.runtime.worker_status.WorkerReporter`).
 
     ``unresponsive_after``: seconds without a report after which a worker is replaced."""
 
@@ -654,6 +686,8 @@ class WorkerPlane:
         share.await_release = supervisor.await_release
         flow.spawn("workers", supervisor.run)
         flow.spawn("membership", share.run)
+        reporter = WorkerReporter(flow.settings, flow.stats, supervisor.slot_infos)
+        flow.spawn("worker status", reporter.run)
 
     def stop(self) -> None:
         """Nothing to do: the supervisor watches the flow's stop event and stops its workers."""

@@ -644,6 +644,7 @@ DERIVED_PROPERTIES = {
     "offset_syncs_topic",
     "checkpoints_topic",
     "heartbeats_topic",
+    "worker_status_topic",
 }
 
 

@@ -55,6 +55,7 @@ from mirrorlib.core.config.properties import (
     read_properties_file,
 )
 from mirrorlib.core.policy import ReplicationPolicy, is_cycle
+from mirrorlib.core.worker_reports import worker_status_topic
 from mirrorlib.errors import ConfigError
 
 __all__ = ["ConfigWarning", "FlowConfig", "MirrorConfig", "WarningKind"]
@@ -382,6 +383,12 @@ class FlowConfig:
     @property
     def heartbeats_topic(self) -> str:
         return self.policy.heartbeats_topic()
+
+    @property
+    def worker_status_topic(self) -> str:
+        """``mirrorlib-status.<source>.internal``, on the target: the flow's copier workers'
+        reports, read by ``mirrorlib status`` (see :mod:`mirrorlib.core.worker_reports`)."""
+        return worker_status_topic(self.source)
 
     # -- filters ----------------------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""A running flow publishes its copier workers' state for ``mirrorlib status`` (any machine).
+
+:class:`WorkerReporter` runs in a thread of the flow: every
+:func:`~mirrorlib.core.worker_reports.report_interval` seconds (the offset flush interval,
+between 1 and 10 s) it writes one :class:`~mirrorlib.core.worker_reports.WorkerReport` per
+worker slot of this node to the flow's worker status topic on the target, and a ``stopped`` one
+per slot when the flow stops. The slots come from ``slots()``: the worker supervisor's
+(:meth:`~mirrorlib.runtime.workers.Supervisor.slot_infos`, ``tasks.max`` > 1) or the
+in-process copier's one slot (:func:`copier_slot`); their rates and lag from the flow's
+counters.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.worker_reports import (
+    PartitionLoad,
+    SlotInfo,
+    WorkerReport,
+    WorkerState,
+    report_interval,
+    slot_reports,
+)
+from mirrorlib.kafka.worker_reports import WorkerReportWriter
+
+__all__ = ["WorkerReporter", "copier_slot", "partition_loads"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+def partition_loads(stats: StatsRegistry, now: float | None = None) -> dict[Key, PartitionLoad]:
+    """Recent rates and lag of every partition the flow's counters know (lag ``None`` until
+    both position and end offset are known)."""
+    now = time.monotonic() if now is None else now
+    loads = {}
+    for key, st in stats.partitions().items():
+        records, nbytes = st.rates(now)
+        position, end = st.position, st.end_offset
+        lag = None if position is None or end is None else max(end - position, 0)
+        loads[key] = PartitionLoad(records, nbytes, lag)
+    return loads
+
+
+def copier_slot(stats: StatsRegistry) -> tuple[SlotInfo, ...]:
+    """The in-process copier (``tasks.max = 1``) as slot 0 of this process."""
+    state = {
+        FlowState.FAILED: WorkerState.FAILED,
+        FlowState.STARTING: WorkerState.STARTING,
+        FlowState.STOPPED: WorkerState.STOPPED,
+    }.get(stats.state, WorkerState.RUNNING)
+    return (
+        SlotInfo(slot=0, pid=os.getpid(), state=state, partitions=frozenset(stats.partitions())),
+    )
+
+
+class WorkerReporter:
+    """Publishes this node's worker slots of one flow (see the module)."""
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        stats: StatsRegistry,
+        slots: Callable[[], Sequence[SlotInfo]],
+    ) -> None:
+        self.s = settings
+        self.stats = stats
+        self.slots = slots
+        self.interval = report_interval(settings.offset_flush_interval)
+        self.last: list[WorkerReport] = []
+        """The reports written last (empty before the first)."""
+
+    def reports(self) -> list[WorkerReport]:
+        """This node's slots now."""
+        return slot_reports(
+            self.slots(), partition_loads(self.stats), flow=self.s.name, node=self.s.node,
+            tasks_max=self.s.tasks_max, timestamp_ms=int(time.time() * 1000),
+            interval_s=self.interval,
+        )  # fmt: skip
+
+    def run(self, stop: threading.Event) -> None:
+        s = self.s
+        writer = WorkerReportWriter(
+            s.target_producer, s.target_admin, s.worker_status_topic, alias=s.target,
+            timeout=max(self.interval, 5.0),
+        )  # fmt: skip
+        try:
+            while not stop.is_set():
+                self.last = self.reports()
+                writer.write(self.last)
+                stop.wait(self.interval)
+            now_ms = int(time.time() * 1000)
+            writer.write([r.stopped(now_ms) for r in self.reports() or self.last])
+        finally:
+            writer.close()

@@ -15,6 +15,7 @@ from mirrorlib import MirrorConfig
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.runtime.workers import Supervisor
 from tests.runtime.conftest import wait_for
 
@@ -87,6 +88,20 @@ def test_partitions_are_split_between_the_workers_and_reported(running: Running)
     )
 
 
+def test_slot_infos_give_each_workers_own_partitions(running: Running) -> None:
+    rows = wait_for("two workers", lambda: split_evenly(running), timeout=30)
+    infos = wait_for(
+        "both slots running",
+        lambda: (i := running.supervisor.slot_infos())
+        and all(s.state is WorkerState.RUNNING and len(s.partitions) == 2 for s in i) and i,
+        timeout=30,
+    )  # fmt: skip
+    assert [i.slot for i in infos] == [0, 1]
+    assert {i.slot: i.pid for i in infos} == {slot: row[0] for slot, row in rows.items()}
+    assert infos[0].partitions | infos[1].partitions == KEYS
+    assert not infos[0].partitions & infos[1].partitions
+
+
 def test_revoked_partitions_are_released_before_await_release_returns(running: Running) -> None:
     wait_for("two workers", lambda: split_evenly(running), timeout=30)
     gone = frozenset({("t", 0), ("t", 1)})
@@ -108,12 +123,17 @@ def test_a_killed_worker_is_restarted_and_gets_its_partitions_back(running: Runn
     pid = rows[1][0]
     assert pid is not None
     os.kill(pid, 9)
-    wait_for(
-        "slot 1 restarted with its partitions",
-        lambda: (row := running.rows().get(1)) and row[0] not in (None, pid) and row[1] == 2
-        and row[2] == 1,
-        timeout=30,
-    )  # fmt: skip
+    states = set()
+
+    def restarted() -> bool:
+        info = running.supervisor.slot_infos()[1]
+        states.add(info.state)
+        row = running.rows().get(1)
+        return bool(row and row[0] not in (None, pid) and row[1] == 2 and row[2] == 1)
+
+    wait_for("slot 1 restarted with its partitions", restarted, timeout=30, interval=0.05)
+    # between the two processes the slot was restarting, with its back-off
+    assert WorkerState.RESTARTING in states
 
 
 def test_a_silent_worker_is_replaced_and_killed(

@@ -1,0 +1,191 @@
+"""The copier workers' reports: record format, staleness, table rows (no broker)."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+from mirrorlib.core.audit import FlowHealth, status_json
+from mirrorlib.core.worker_reports import (
+    REPORT_VERSION,
+    PartitionLoad,
+    SlotInfo,
+    WorkerReport,
+    WorkerState,
+    decode_report,
+    decode_report_key,
+    encode_report,
+    newest_reports,
+    report_interval,
+    report_key,
+    silent_after,
+    slot_reports,
+    view_reports,
+    worker_status_topic,
+    worker_table,
+)
+from mirrorlib.errors import CodecError
+
+NOW = 1_700_000_000_000
+
+
+def report(slot: int = 0, *, node: str = "n1", state: WorkerState = WorkerState.RUNNING,
+           age_s: float = 0.0, interval_s: float = 1.0, **kw: object) -> WorkerReport:  # fmt: skip
+    values: dict[str, object] = dict(
+        flow="A->B", node=node, slot=slot, pid=4242, state=state, restarts=1,
+        partitions=(("t", 0), ("t", 2)), records_per_second=1500.0, bytes_per_second=2e6,
+        lag_records=12, timestamp_ms=NOW - int(age_s * 1000), interval_s=interval_s,
+        tasks_max=2, last_error=None, retry_in_s=None,
+    )  # fmt: skip
+    values.update(kw)
+    return WorkerReport(**values)  # type: ignore[arg-type]
+
+
+def test_topic_is_mirrorlibs_own_internal_topic_not_connects() -> None:
+    assert worker_status_topic("A") == "mirrorlib-status.A.internal"
+    assert worker_status_topic("A") != "mm2-status.A.internal"
+
+
+def test_a_report_survives_its_record() -> None:
+    r = report(last_error="boom", retry_in_s=2.5, lag_records=None, pid=None)
+    assert decode_report(encode_report(r)) == r
+    assert decode_report_key(report_key(*r.key)) == ("A->B", "n1", 0)
+
+
+def test_the_key_is_the_same_bytes_for_the_same_slot() -> None:
+    # compaction keeps one record per slot only if the key is stable
+    assert report_key("A->B", "n1", 3) == report_key("A->B", "n1", 3)
+    assert report_key("A->B", "n1", 3) != report_key("A->B", "n2", 3)
+    assert json.loads(report_key("A->B", "n1", 3)) == {"flow": "A->B", "node": "n1", "slot": 3}
+
+
+def test_the_value_is_json_with_a_version() -> None:
+    value = json.loads(encode_report(report()))
+    assert value["version"] == REPORT_VERSION
+    assert value["state"] == "running"
+    assert value["partitions"] == [["t", 0], ["t", 2]]
+
+
+def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
+    value = json.loads(encode_report(report()))
+    assert decode_report(json.dumps({**value, "later": 1}).encode()) == report()
+    with pytest.raises(CodecError, match="version"):
+        decode_report(json.dumps({**value, "version": REPORT_VERSION + 1}).encode())
+
+
+@pytest.mark.parametrize(
+    "value", [b"", b"[]", b"{}", b'{"version": 1, "flow": "A->B"}', b"\xff"]
+)
+def test_garbage_is_a_codec_error(value: bytes) -> None:
+    with pytest.raises(CodecError):
+        decode_report(value)
+
+
+def test_newest_report_per_slot_tombstones_remove_and_garbage_is_skipped() -> None:
+    old, new, other = report(0, restarts=0), report(0, restarts=5), report(1)
+    records = [
+        (report_key(*old.key), encode_report(old)),
+        (report_key(*other.key), encode_report(other)),
+        (b"not json", b"{}"),
+        (report_key(*new.key), encode_report(new)),
+        (report_key(*other.key), None),
+    ]
+    reports, problems = newest_reports(records)
+    assert list(reports.values()) == [new]
+    assert len(problems) == 1
+
+
+def test_the_report_interval_follows_the_flush_interval_within_bounds() -> None:
+    assert report_interval(60.0) == 10.0
+    assert report_interval(5.0) == 5.0
+    assert report_interval(0.1) == 1.0
+
+
+def test_a_report_older_than_three_intervals_is_silent_and_knows_nothing() -> None:
+    assert silent_after(10.0) == 30.0
+    assert silent_after(0.5) == 5.0
+    fresh, stale = view_reports([report(0, age_s=2.0), report(1, age_s=31.0, interval_s=10.0)],
+                                NOW)  # fmt: skip
+    assert not fresh.silent and fresh.state == "running" and fresh.lag_records == 12
+    assert stale.silent and stale.state == "silent"
+    # never running or 0 when nothing is known
+    assert stale.records_per_second is None and stale.bytes_per_second is None
+    assert stale.lag_records is None
+    d = stale.to_dict()
+    assert d["state"] == "silent" and d["reported_state"] == "running" and d["silent"] is True
+    assert d["lag_records"] is None and d["records_per_second"] is None
+    assert d["partitions"] == ["t-0", "t-2"]
+
+
+def test_a_stopped_slot_is_quiet_not_silent() -> None:
+    [view] = view_reports([report(state=WorkerState.STOPPED, age_s=3600.0)], NOW)
+    assert not view.silent and view.state == "stopped"
+
+
+def test_stopped_keeps_failed_and_drops_partitions_and_rates() -> None:
+    stopped = report().stopped(NOW + 5)
+    assert stopped.state is WorkerState.STOPPED and stopped.partitions == ()
+    assert stopped.records_per_second == 0.0 and stopped.lag_records is None
+    assert stopped.timestamp_ms == NOW + 5
+    assert report(state=WorkerState.FAILED).stopped(NOW).state is WorkerState.FAILED
+
+
+def test_slot_reports_sum_their_partitions_and_unknown_lag_stays_unknown() -> None:
+    loads = {
+        ("t", 0): PartitionLoad(10.0, 100.0, 5),
+        ("t", 1): PartitionLoad(20.0, 200.0, 7),
+        ("t", 2): PartitionLoad(30.0, 300.0, None),
+    }
+    slots = [
+        SlotInfo(1, 11, WorkerState.RUNNING, frozenset({("t", 2)})),
+        SlotInfo(0, 10, WorkerState.RUNNING, frozenset({("t", 1), ("t", 0)}), restarts=2),
+        SlotInfo(2, None, WorkerState.RESTARTING, frozenset(), retry_in_s=3.0),
+        SlotInfo(3, 13, WorkerState.STARTING, frozenset({("t", 9)})),  # no counters yet
+    ]
+    r0, r1, r2, r3 = slot_reports(
+        slots, loads, flow="A->B", node="n1", tasks_max=4, timestamp_ms=NOW, interval_s=1.0
+    )
+    assert (r0.slot, r0.partitions, r0.lag_records, r0.restarts) == (0, (("t", 0), ("t", 1)), 12, 2)
+    assert (r0.records_per_second, r0.bytes_per_second) == (30.0, 300.0)
+    assert r1.lag_records is None
+    assert r2.state is WorkerState.RESTARTING and r2.lag_records == 0 and r2.retry_in_s == 3.0
+    assert r3.lag_records is None and r3.records_per_second == 0.0
+
+
+def test_the_table_has_a_row_per_worker() -> None:
+    views = view_reports(
+        [
+            report(0, partitions=tuple(("t", p) for p in range(6))),
+            report(1, age_s=60.0),
+            report(0, node="n2", state=WorkerState.RESTARTING, pid=None, retry_in_s=4.0),
+        ],
+        NOW,
+    )
+    table = worker_table(views)
+    assert table.header[:4] == ("node", "slot", "pid", "state")
+    assert [row[:4] for row in table.rows] == [
+        ("n1", "0", "4242", "running"),
+        ("n1", "1", "4242", "silent (was running)"),
+        ("n2", "0", "-", "restarting (in 4s)"),
+    ]
+    assert table.rows[0][5] == "6: t-0, t-1, t-2, t-3 ..."
+    assert table.rows[0][6:9] == ("1,500 rec/s", "2,000,000 B/s", "12")
+    assert table.rows[1][6:9] == ("?", "?", "?")
+
+
+def test_status_shows_and_serialises_the_workers() -> None:
+    views = view_reports([report(0), report(1, age_s=60.0)], NOW)
+    health = FlowHealth("A", "B", "running", (), 1.0, 2.0, workers=views)
+    assert health.silent_workers == 1
+    text = health.describe()
+    assert "workers (2 on 1 node(s), 1 silent):" in text
+    assert "silent (was running)" in text
+    [flow] = json.loads(status_json([health]))["flows"]
+    assert [w["slot"] for w in flow["workers"]] == [0, 1]
+    assert [w["state"] for w in flow["workers"]] == ["running", "silent"]
+    # a flow nobody reports workers for (MM2, or never run) shows no table
+    bare = attrs.evolve(health, workers=())
+    assert "workers" not in bare.describe()
+    assert json.loads(status_json([bare]))["flows"][0]["workers"] == []

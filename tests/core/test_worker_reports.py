@@ -75,9 +75,7 @@ def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
         decode_report(json.dumps({**value, "version": REPORT_VERSION + 1}).encode())
 
 
-@pytest.mark.parametrize(
-    "value", [b"", b"[]", b"{}", b'{"version": 1, "flow": "A->B"}', b"\xff"]
-)
+@pytest.mark.parametrize("value", [b"", b"[]", b"{}", b'{"version": 1, "flow": "A->B"}', b"\xff"])
 def test_garbage_is_a_codec_error(value: bytes) -> None:
     with pytest.raises(CodecError):
         decode_report(value)

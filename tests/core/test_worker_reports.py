@@ -8,6 +8,7 @@ import attrs
 import pytest
 
 from mirrorlib.core.audit import FlowHealth, status_json
+from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.worker_reports import (
     REPORT_VERSION,
     PartitionLoad,
@@ -44,8 +45,26 @@ def report(slot: int = 0, *, node: str = "n1", state: WorkerState = WorkerState.
 
 
 def test_topic_is_mirrorlibs_own_internal_topic_not_connects() -> None:
-    assert worker_status_topic("A") == "mirrorlib-status.A.internal"
+    assert worker_status_topic("A") == "mm2-mirrorlib-status.A.internal"
     assert worker_status_topic("A") != "mm2-status.A.internal"
+
+
+@pytest.mark.parametrize("exclude", [None, "nothing"])
+def test_no_flow_replicates_the_topic(exclude: str | None) -> None:
+    # B->C sees A->B's worker status topic on its source B: the policy's internal-topic rule
+    # leaves it alone, even when topics.exclude does not
+    props = {"clusters": "A, B, C", "A.bootstrap.servers": "x:1", "B.bootstrap.servers": "y:1",
+             "C.bootstrap.servers": "z:1", "A->B.enabled": "true", "B->C.enabled": "true",
+             "topics": ".*"}  # fmt: skip
+    if exclude is not None:
+        props["topics.exclude"] = exclude
+    cfg = MirrorConfig.from_properties(props)
+    topic = cfg.flow("A", "B").worker_status_topic
+    assert topic == worker_status_topic("A")
+    onward = cfg.flow("B", "C")
+    assert not onward.should_replicate_topic(topic)
+    assert onward.should_replicate_topic("orders")
+    assert onward.should_replicate_topic("status.A.internal-ish")
 
 
 def test_a_report_survives_its_record() -> None:

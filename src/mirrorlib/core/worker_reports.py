@@ -5,7 +5,7 @@ thread), ``tasks.max = N > 1`` has N worker processes per node (see
 :mod:`mirrorlib.runtime.workers`), and several nodes (``mirrorlib run`` processes on one file)
 may share a flow. Every node writes, every :func:`report_interval` seconds, one
 :class:`WorkerReport` per slot to the flow's worker status topic on the target
-(``mirrorlib-status.<source>.internal``, compacted, one partition: see
+(``mm2-mirrorlib-status.<source>.internal``, compacted, one partition: see
 :attr:`~mirrorlib.FlowConfig.worker_status_topic`), and a last one in state ``stopped`` when it
 stops cleanly. ``mirrorlib status`` reads the newest report per slot and shows it with its age
 (:class:`WorkerView`); a report older than :func:`silent_after` is *silent*: the node stopped
@@ -13,8 +13,9 @@ reporting (killed, hung, cut off), and nothing it said counts any more.
 
 The topic is mirrorlib's own, not MM2's ``mm2-status.<source>.internal`` (Connect's status
 storage): Connect parses every record of that topic as a connector, task or topic status, with
-Connect's states only, so mirrorlib's records stay out of it. Its name ends with ``.internal``,
-so no flow replicates it.
+Connect's states only, so mirrorlib's records stay out of it. Its name is in MM2's namespace of
+internal topics (``mm2….internal``: MM2's ``ReplicationPolicy.isInternalTopic``, and the
+default ``topics.exclude``), so neither MM2 nor mirrorlib replicates it to another cluster.
 
 Record format (version 1): the key is the JSON object ``{"flow", "node", "slot"}`` (compact,
 sorted keys, so compaction keeps one record per slot), the value a JSON object with the fields
@@ -73,7 +74,7 @@ Key = tuple[str, int]
 
 def worker_status_topic(source: str) -> str:
     """The worker status topic of the flows from ``source``, on their target."""
-    return f"mirrorlib-status.{source}.internal"
+    return f"mm2-mirrorlib-status.{source}.internal"
 
 
 def report_interval(offset_flush_interval_s: float) -> float:

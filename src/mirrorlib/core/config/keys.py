@@ -306,7 +306,8 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         "Per mirrorlib process (node), not cluster-wide as in MM2: 1 copies in a thread of the "
         "process; N > 1 runs N copier worker processes, each writing through a transactional "
         "producer of its own (see the data plane page). Several `mirrorlib run` processes on the "
-        "same file share the flow's partitions.",
+        "same file share the flow's partitions. `mirrorlib status` lists every worker of every "
+        "node with its partitions and rates.",
         minimum=1,
     ),
     _k("tasks.max.enforce", _B, "true", _F, "Connect task-count enforcement.", _NA, _CONNECT_NA),
@@ -885,7 +886,17 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         "Replication factor of the offsets topic when mirrorlib creates it.",
     ),
     _k("config.storage.topic", _S, None, _W, "Connect configs topic.", _NA, _CONNECT_NA),
-    _k("status.storage.topic", _S, None, _W, "Connect status topic.", _NA, _CONNECT_NA),
+    _k(
+        "status.storage.topic",
+        _S,
+        None,
+        _W,
+        "Connect status topic.",
+        _NA,
+        "A Kafka Connect setting; mirrorlib does not run on Connect and leaves "
+        "mm2-status.<source>.internal alone: its copier workers report to its own "
+        "mm2-mirrorlib-status.<source>.internal on the target, read by `mirrorlib status`.",
+    ),
     _k("group.id", _S, None, _W, "Connect worker group.", _NA, _CONNECT_NA),
 )
 

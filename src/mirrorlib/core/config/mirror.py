@@ -386,7 +386,7 @@ class FlowConfig:
 
     @property
     def worker_status_topic(self) -> str:
-        """``mirrorlib-status.<source>.internal``, on the target: the flow's copier workers'
+        """``mm2-mirrorlib-status.<source>.internal``, on the target: the flow's copier workers'
         reports, read by ``mirrorlib status`` (see :mod:`mirrorlib.core.worker_reports`)."""
         return worker_status_topic(self.source)
 

@@ -171,6 +171,18 @@ def test_status_plan_verify_failover_on_real_clusters(
 
         flow = wait_for("status shows the flow caught up", caught_up)
         assert flow["flow"] == "A->B" and flow["heartbeat_age_s"] < 10
+        # the in-process copier (tasks.max = 1) reports itself as worker slot 0 of this process
+        def copier_row() -> Any:
+            flow = json.loads(_run(capsys, "status", str(path), "--json")[1])["flows"][0]
+            rows = [w for w in flow["workers"] if w["pid"] == os.getpid()]
+            ok = (
+                len(rows) == 1 and rows[0]["state"] == "running"
+                and {"cli.orders-0", "cli.orders-1"} <= set(rows[0]["partitions"])
+            )  # fmt: skip
+            return rows[0] if ok else None
+
+        row = wait_for("status shows the in-process copier as a worker", copier_row)
+        assert row["slot"] == 0 and row["tasks_max"] == 1 and not row["silent"]
         code, out, _ = _run(capsys, "status", str(path))
         assert "A->B: running" in out and "cli.orders-0" in out
         # a consumer group on A, checkpointed, then failed over

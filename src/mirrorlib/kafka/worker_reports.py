@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from mirrorlib.core.worker_reports import (
     WorkerReport,
@@ -24,11 +24,16 @@ __all__ = ["WorkerReportWriter", "read_worker_reports"]
 
 log = logging.getLogger(__name__)
 
+#: configs of the topic when a node creates it: its segments roll every 10 minutes, so that
+#: compaction keeps what ``mirrorlib status`` reads small (a report every few seconds per slot
+#: would otherwise pile up in the active segment for the default 7 days)
+TOPIC_CONFIGS: Final = {"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1"}
+
 
 class WorkerReportWriter:
     """Writes :class:`~mirrorlib.core.worker_reports.WorkerReport` records to ``topic`` (on the
     cluster ``alias``), creating it (compacted, one partition, the broker's default replication
-    factor) before the first write. Failures are logged (once until a write succeeds again) and
+    factor, :data:`TOPIC_CONFIGS`) before the first write. Failures are logged (once until a write succeeds again) and
     returned by :meth:`write`, never raised: the reports are for status only."""
 
     def __init__(
@@ -58,7 +63,7 @@ class WorkerReportWriter:
             return
         admin = ClusterAdmin(self._admin_config, alias=self.alias, timeout=self.timeout)
         if self.topic not in admin.list_topics(include_internal=True):
-            admin.create_compacted_topic(self.topic, -1, partitions=1)
+            admin.create_compacted_topic(self.topic, -1, partitions=1, configs=TOPIC_CONFIGS)
         self._created = True
 
     def write(self, reports: Iterable[WorkerReport], *, flush: bool = True) -> str | None:

@@ -46,10 +46,12 @@ def test_status_lists_each_worker_with_its_partitions_and_rate_then_silent_after
     try:
         node.start()
         expected = {f"{TOPIC}-{p}" for p in range(4)}
+        seen: list[Any] = []  # what status showed last (for the failure message)
 
         def copying() -> list[Any] | None:
             flow, rows = workers(capsys, node.path)
             flow_partitions = {f"{p['topic']}-{p['partition']}" for p in flow["partitions"]}
+            seen[:] = [sorted(flow_partitions), rows]
             owned = [set(w["partitions"]) for w in rows]
             ok = (
                 len(rows) == 2
@@ -59,7 +61,13 @@ def test_status_lists_each_worker_with_its_partitions_and_rate_then_silent_after
             )
             return rows if ok else None
 
-        rows = wait_for("both workers copying, as status shows them", copying, timeout=120)
+        def wait_copying(what: str) -> list[Any]:
+            try:
+                return wait_for(what, copying, timeout=120)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; status showed {seen}") from None
+
+        rows = wait_copying("both workers copying, as status shows them")
         assert [w["slot"] for w in rows] == [0, 1]
         first, second = (set(w["partitions"]) for w in rows)
         assert first and second and not first & second
@@ -85,7 +93,7 @@ def test_status_lists_each_worker_with_its_partitions_and_rate_then_silent_after
             assert w["records_per_second"] is None and w["lag_records"] is None
 
         node.start()
-        wait_for("the restarted node's workers copying", copying, timeout=120)
+        wait_copying("the restarted node's workers copying")
         assert node.stop() == 0
 
         def stopped() -> list[Any] | None:

@@ -167,7 +167,11 @@ def test_slot_reports_sum_their_partitions_and_unknown_lag_stays_unknown() -> No
     assert (r0.slot, r0.partitions, r0.lag_records, r0.restarts) == (0, (("t", 0), ("t", 1)), 12, 2)
     assert (r0.records_per_second, r0.bytes_per_second) == (30.0, 300.0)
     assert r1.lag_records is None
-    assert r2.state is WorkerState.RESTARTING and r2.lag_records == 0 and r2.retry_in_s == 3.0
+    assert r2.state is WorkerState.RESTARTING and r2.lag_records is None and r2.retry_in_s == 3.0
+    assert r2.records_per_second == 0.0
+    [idle] = slot_reports([SlotInfo(0, 1, WorkerState.RUNNING, frozenset())], loads, flow="A->B",
+                          node="n1", tasks_max=2, timestamp_ms=NOW, interval_s=1.0)  # fmt: skip
+    assert idle.lag_records == 0  # a running worker without partitions has nothing to copy
     assert r3.lag_records is None and r3.records_per_second == 0.0
 
 

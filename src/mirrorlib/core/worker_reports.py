@@ -172,13 +172,17 @@ def slot_reports(
     interval_s: float,
 ) -> list[WorkerReport]:
     """One report per slot: its partitions' rates summed, and their lag (``None`` when a
-    partition's lag or load is unknown: never 0 for unknown)."""
+    partition's lag or load is unknown, or the slot is between processes: never 0 for
+    unknown)."""
     out = []
     for info in sorted(slots, key=lambda s: s.slot):
         parts = sorted(info.partitions)
         known = [loads[k] for k in parts if k in loads]
         lags = [p.lag_records for p in known]
-        lag = None if len(known) < len(parts) or None in lags else sum(x or 0 for x in lags)
+        unknown = len(known) < len(parts) or None in lags
+        if not parts and info.state is not WorkerState.RUNNING:
+            unknown = True  # between processes: its partitions wait, their lag is not its own
+        lag = None if unknown else sum(x or 0 for x in lags)
         out.append(
             WorkerReport(
                 flow=flow, node=node, slot=info.slot, pid=info.pid, state=info.state,

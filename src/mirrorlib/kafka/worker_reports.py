@@ -32,9 +32,11 @@ TOPIC_CONFIGS: Final = {"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.
 
 class WorkerReportWriter:
     """Writes :class:`~mirrorlib.core.worker_reports.WorkerReport` records to ``topic`` (on the
-    cluster ``alias``), creating it (compacted, one partition, the broker's default replication
-    factor, :data:`TOPIC_CONFIGS`) before the first write. Failures are logged (once until a write succeeds again) and
-    returned by :meth:`write`, never raised: the reports are for status only."""
+    cluster ``alias``) once it exists: the flow's metadata task creates it with the internal
+    topics (compacted, one partition, ``offset.storage.replication.factor``, :data:`TOPIC_CONFIGS`);
+    the writer never creates it, so that a broker's auto-creation cannot make it with another
+    factor. Failures are logged (once until a write succeeds again) and returned by
+    :meth:`write`, never raised: the reports are for status only."""
 
     def __init__(
         self,
@@ -63,7 +65,7 @@ class WorkerReportWriter:
             return
         admin = ClusterAdmin(self._admin_config, alias=self.alias, timeout=self.timeout)
         if self.topic not in admin.list_topics(include_internal=True):
-            admin.create_compacted_topic(self.topic, -1, partitions=1, configs=TOPIC_CONFIGS)
+            raise ClusterError(f"{self.topic} does not exist yet (created with the internal topics)")
         self._created = True
 
     def write(self, reports: Iterable[WorkerReport], *, flush: bool = True) -> str | None:

@@ -40,6 +40,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.errors import ClusterError, KafkaRequestError
 from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.kafka.worker_reports import TOPIC_CONFIGS as WORKER_STATUS_TOPIC_CONFIGS
 
 __all__ = [
     "LIMITS_MAX_AGE",
@@ -170,33 +171,41 @@ class MetadataTask:
     def _create_internal_topics(self) -> None:
         s = self.s
         source, target = self._admins()
-        wanted: list[tuple[ClusterAdmin, str, int, int]] = []  # admin, topic, factor, partitions
+        # admin, topic, factor, partitions, configs
+        wanted: list[tuple[ClusterAdmin, str, int, int, Mapping[str, str] | None]] = []
         if s.emit_heartbeats_enabled:
             wanted.append(
-                (target, s.policy.heartbeats_topic(), s.heartbeats_topic_replication_factor, 1)
-            )
+                (target, s.policy.heartbeats_topic(), s.heartbeats_topic_replication_factor, 1,
+                 None)
+            )  # fmt: skip
         if s.enabled:
             wanted.append(
                 (target, s.offset_storage_topic, s.offset_storage_replication_factor,
-                 s.offset_storage_partitions)
+                 s.offset_storage_partitions, None)
+            )  # fmt: skip
+            # the copier workers' reports: created like the offsets topic (same factor)
+            wanted.append(
+                (target, s.worker_status_topic, s.offset_storage_replication_factor, 1,
+                 WORKER_STATUS_TOPIC_CONFIGS)
             )  # fmt: skip
             if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
                 wanted.append(
-                    (target, s.checkpoints_topic, s.checkpoints_topic_replication_factor, 1)
+                    (target, s.checkpoints_topic, s.checkpoints_topic_replication_factor, 1, None)
                 )
             if s.emit_offset_syncs_enabled:
                 syncs_admin = source if s.offset_syncs_cluster == s.source else target
                 wanted.append(
-                    (syncs_admin, s.offset_syncs_topic, s.offset_syncs_topic_replication_factor, 1)
-                )
+                    (syncs_admin, s.offset_syncs_topic, s.offset_syncs_topic_replication_factor,
+                     1, None)
+                )  # fmt: skip
         listed: dict[str, dict[str, int]] = {}
-        for admin, topic, factor, partitions in wanted:
+        for admin, topic, factor, partitions, configs in wanted:
             existing = listed.get(admin.alias)
             if existing is None:
                 existing = listed[admin.alias] = admin.list_topics(include_internal=True)
             count: int | None = existing.get(topic)
             if count is None and admin.create_compacted_topic(
-                topic, self._rf(admin, topic, factor), partitions=partitions
+                topic, self._rf(admin, topic, factor), partitions=partitions, configs=configs
             ):
                 count = partitions
             # else not created: created meanwhile, or the cluster would not say (not authorized,

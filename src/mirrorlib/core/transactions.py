@@ -3,18 +3,19 @@
 A transactional copier (exactly-once, and every ``tasks.max`` > 1 worker, whose transactions are
 its fence) commits as soon as it has caught up with its source, and otherwise once its open
 transaction is ``transaction.boundary.interval.ms`` old. While a commit runs nothing is produced:
-``commit_transaction`` waits for the transaction coordinator (``EndTxn``: its transaction-log
-write), and the next transaction's first records wait for their partitions to be added to it
-(``AddPartitionsToTxn``, retried while the coordinator still writes the previous markers).
-Measured on a shared 2-core machine (docs/benchmarks.md, "Where a worker lost time"): 20 to 260 ms
-per commit beyond the flush of the records, so at one commit per second a worker with a backlog
-idled 10 to 25 % of its time.
+``commit_transaction`` drains the producer's pipeline, the positions written into the
+transaction first need their partition added to it (``AddPartitionsToTxn``, a round trip to the
+coordinator), then ``EndTxn`` waits for the coordinator's log write; the next transaction's first
+records wait for their partitions to be added in turn. Measured on a shared 2-core machine
+(docs/benchmarks.md, "Where a worker lost time"): 20 to 260 ms per commit, so at one commit per
+second a worker with a backlog idled 10 to 25 % of its time.
 
 :class:`TransactionBoundary` keeps that share small: while a backlog lasts a transaction lasts at
 least the configured interval, and at least ``1 / COMMIT_SHARE`` times what the recent commits
-took (a smoothed mean), at most :data:`MAX_STRETCH_S` (or the interval, if larger). A copier
-that caught up commits at once, whatever the boundary: latency is unchanged when there is no
-backlog. Pure: the committer measures and asks (:mod:`mirrorlib.kafka.commit`).
+took (a smoothed mean of the whole commit, the pipeline's drain included), at most
+:data:`MAX_STRETCH_S` (or the interval, if longer). A copier that caught up commits at once,
+whatever the boundary: latency is unchanged when there is no backlog. Pure: the committer
+measures and asks (:mod:`mirrorlib.kafka.commit`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class TransactionBoundary:
         return max(self.interval, stretched)
 
     def committed(self, took: float) -> None:
-        """A commit took ``took`` seconds (the coordinator's part, not the records' flush)."""
+        """A commit took ``took`` seconds (from the positions' write to the coordinator's
+        answer)."""
         # one outlier (a stopped process) moves the mean by a bounded step
         took = min(max(took, 0.0), MAX_STRETCH_S * COMMIT_SHARE)
         prev = self._commit_s

@@ -3,6 +3,7 @@ every flush (at-least-once) or with the transaction that holds them (exactly-onc
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.transactions import COMMIT_SHARE
 from mirrorlib.kafka.commit import (
     Committer,
     PositionCommitter,
@@ -54,11 +56,13 @@ class Positions:
 
 
 class Producer:
-    """Keeps the position records produced and their delivery callbacks."""
+    """Keeps the position records produced and their delivery callbacks; a commit takes
+    ``commit_s`` seconds."""
 
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes, Any]] = []
         self.calls: list[str] = []
+        self.commit_s = 0.0
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, **kw: Any) -> None:
         self.produced.append((topic, value, kw["on_delivery"]))
@@ -71,6 +75,7 @@ class Producer:
         self.calls.append("begin")
 
     def commit_transaction(self, _timeout: float) -> None:
+        time.sleep(self.commit_s)
         self.calls.append("commit")
 
     def abort_transaction(self, _timeout: float) -> None:
@@ -221,3 +226,25 @@ def test_an_aborted_transaction_rewinds_every_partition(how: str) -> None:
     assert flow.part.txn_last is None and flow.part.acked is None and not committer.pending_syncs
     committer.lost()  # no transaction open: nothing to abort
     assert flow.producer.calls == ["begin", "abort"]
+
+
+def test_a_busy_copier_commits_at_the_interval_or_later_when_commits_are_slow() -> None:
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    assert isinstance(committer, TransactionCommitter)
+    interval = flow.settings.transaction_boundary_interval
+    committer.begin()
+    start = time.monotonic()
+    committer.tick(start + interval / 2)  # a backlog, younger than the interval
+    assert committer.in_transaction
+    flow.producer.commit_s = 0.1  # a slow coordinator: 0.1 s per commit
+    committer.tick(start + interval)
+    assert flow.producer.calls == ["begin", "commit"]
+    # commits may take COMMIT_SHARE of a busy copier's time: the next transaction lasts longer
+    assert committer.boundary.seconds >= 0.1 / COMMIT_SHARE > interval
+    committer.begin()
+    start = time.monotonic()
+    committer.tick(start + interval)
+    assert committer.in_transaction
+    committer.tick(start + interval, caught_up=True)  # caught up: at once, whatever the boundary
+    assert not committer.in_transaction

@@ -11,8 +11,9 @@ in one of two ways, chosen once per flow:
   are written to the Connect offsets topic. A crash replays at most what was copied since the
   last flush.
 * :class:`TransactionCommitter` (**exactly-once**). Records are produced inside a transaction
-  (:meth:`~Committer.begin`); every ``transaction.boundary.interval``, and as soon as the copier
-  has caught up with its source (a round that consumed nothing), the positions of what was
+  (:meth:`~Committer.begin`); as soon as the copier has caught up with its source (a round that
+  consumed nothing), and otherwise every ``transaction.boundary.interval`` (longer when commits
+  are slow: :class:`~mirrorlib.core.transactions.TransactionBoundary`), the positions of what was
   produced are written into the same transaction, which is then committed: records and positions
   become visible together, or neither does. Offset syncs of a transaction are queued only once it
   committed; an aborted transaction rewinds its partitions to their committed positions.
@@ -24,6 +25,7 @@ on each round; both committers share the :class:`Committer` interface.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +37,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorlib.core.acks import Acknowledged, PartitionProgress
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.transactions import TransactionBoundary
 from mirrorlib.kafka.positions import PositionStore
 
 __all__ = ["Committer", "PositionCommitter", "TransactionCommitter", "committer_for"]
@@ -223,8 +226,9 @@ class PositionCommitter(Committer):
 
 
 class TransactionCommitter(Committer):
-    """Exactly-once: records and their positions in one transaction, committed every
-    ``transaction.boundary.interval`` and when the copier caught up (see the module).
+    """Exactly-once: records and their positions in one transaction, committed when the copier
+    caught up and every ``transaction.boundary.interval`` (stretched while commits are slow;
+    see the module).
     """
 
     _started: float  # when the open transaction began (time.monotonic)
@@ -235,6 +239,12 @@ class TransactionCommitter(Committer):
         self.in_transaction = False
         self._started = 0.0
         self._syncs = []
+
+    @functools.cached_property
+    def boundary(self) -> TransactionBoundary:
+        """How old the open transaction of a copier with a backlog gets (kept across client
+        restarts)."""
+        return TransactionBoundary(self.s.transaction_boundary_interval)
 
     @property
     def pending_syncs(self) -> list[tuple[PartitionProgress, int, int, int]]:
@@ -258,14 +268,12 @@ class TransactionCommitter(Committer):
             )
 
     def tick(self, now: float, *, caught_up: bool = False) -> None:
-        """Commit the open transaction when it is ``transaction.boundary.interval`` old, or at
-        once when the copier caught up: its records become visible to ``read_committed``
-        consumers as soon as the backlog is copied, not up to an interval later, and a busy
-        copier still pays one commit (a drained pipeline and a coordinator round trip) per
-        interval only."""
-        if self.in_transaction and (
-            caught_up or now - self._started >= self.s.transaction_boundary_interval
-        ):
+        """Commit the open transaction at once when the copier caught up, or when it is as old
+        as the :attr:`boundary` says (``transaction.boundary.interval``, stretched while commits
+        are slow): its records become visible to ``read_committed`` consumers as soon as the
+        backlog is copied, not up to an interval later, and a busy copier spends a bounded share
+        of its time committing (nothing is produced during a commit)."""
+        if self.in_transaction and self.boundary.due(now - self._started, caught_up=caught_up):
             self.commit()
 
     def checkpoint(self, *, only: set[Key] | None = None, final: bool = False) -> None:
@@ -282,6 +290,7 @@ class TransactionCommitter(Committer):
         records = [
             (p.key[0], p.key[1], p.txn_last) for p in self.parts.values() if p.txn_last is not None
         ]
+        began = time.monotonic()
         self._produce_positions(records)
         try:
             self.producer.commit_transaction(self.s.admin_timeout)
@@ -292,6 +301,7 @@ class TransactionCommitter(Committer):
                 self.abort()
                 return
             raise
+        self.boundary.committed(time.monotonic() - began)
         self.in_transaction = False
         for topic, partition, offset in records:
             self.positions.remember(topic, partition, offset)

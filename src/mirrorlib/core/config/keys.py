@@ -391,8 +391,10 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _F,
         "How often an exactly-once flow commits its transaction (sooner when caught up).",
         _CH,
-        "Used by mirrorlib's exactly-once mode, default 1000 ms (Connect's default is "
-        "offset.flush.interval.ms, and MM2 commits per poll).",
+        "Used by mirrorlib's transactions (exactly-once, and every tasks.max > 1 worker), "
+        "default 1000 ms (Connect's default is offset.flush.interval.ms, and MM2 commits per "
+        "poll): committed as soon as the copier caught up, else when this old, or older while "
+        "commits are slow (so that they take at most 5 % of a busy copier's time, up to 10 s).",
         minimum=1,
     ),
     _k(

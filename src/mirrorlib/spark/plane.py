@@ -257,7 +257,7 @@ class CopyBatches:
         if plan is not None:
             log.info("flow %s: batch %d: replaying its plan", self.s.name, batch_id)
         else:
-            if self.backfill and self.planner.pinned is None:
+            if self.backfill:
                 self.planner.pin()
             begin = self.plan_log.last_end(batch_id)
             plan = self.planner.plan(self.planner.initial() if begin is None else begin)
@@ -409,6 +409,7 @@ class StreamingQuery:
             max_records=self.max_records_per_batch,
         )
         backfill = self.mode == "backfill"
+        planner.prepare(initial=not files.ids(PlanLog.FOLDER), pin=backfill)
         self.batches = CopyBatches(flow, self.spark, self.tasks, files, planner, backfill=backfill)
         # Spark's built-in rate-micro-batch source only drives the batches (one row each, never
         # read): the planning runs in this process, in the foreachBatch function, so no Python

@@ -12,6 +12,7 @@ the next batch starts where the last committed one ended.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,31 @@ class BatchPlanner:
         self.pinned: dict[TP, int] | None = None
         """A backfill's end: the source's end offsets when it started (``None``: continuous)."""
         self._view: SourceView | None = None
+        self._initial: dict[TP, int] | None = None
+        self._preparing: threading.Thread | None = None
+
+    def prepare(self, *, initial: bool, pin: bool) -> None:
+        """Compute in the background, while Spark starts the query, what the first batch needs:
+        the initial offsets of a new query, a backfill's pinned end offsets. The first
+        :meth:`initial` or :meth:`pin` waits for it (and computes it itself if that failed)."""
+
+        def run() -> None:
+            try:
+                if pin:
+                    self._pin()
+                if initial:
+                    self._initial = self._initial_offsets()
+            except Exception as exc:  # the first batch tries again
+                log.debug("flow %s: preparing the first batch: %s", self.settings.name, exc)
+
+        name = f"mirrorlib-spark-plan-{self.settings.source}-{self.settings.target}"
+        self._preparing = threading.Thread(target=run, name=name, daemon=True)
+        self._preparing.start()
+
+    def _prepared(self) -> None:
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
 
     @property
     def view(self) -> SourceView:
@@ -85,13 +111,26 @@ class BatchPlanner:
     def initial(self) -> dict[TP, int]:
         """Where a new query starts each copyable partition (see
         :meth:`~mirrorlib.kafka.ranges.SourceView.starting_offsets`)."""
+        self._prepared()
+        if self._initial is not None:
+            start, self._initial = self._initial, None
+            return start
+        return self._initial_offsets()
+
+    def _initial_offsets(self) -> dict[TP, int]:
         view = self.view
         start = view.starting_offsets(view.partitions())
         log.info("flow %s: initial offsets for %d partitions", self.settings.name, len(start))
         return start
 
     def pin(self) -> None:
-        """A backfill copies up to the end offsets of every copyable partition seen now."""
+        """A backfill copies up to the end offsets of every copyable partition seen now (or
+        when :meth:`prepare` ran)."""
+        self._prepared()
+        if self.pinned is None:
+            self._pin()
+
+    def _pin(self) -> None:
         view = self.view
         _, high = view.watermarks(view.partitions())
         self.pinned = high
@@ -126,6 +165,7 @@ class BatchPlanner:
         return Plan(begin, end, available)
 
     def close(self) -> None:
+        self._prepared()
         if self._view is not None:
             self._view.close()
             self._view = None

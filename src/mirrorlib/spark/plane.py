@@ -400,6 +400,7 @@ class StreamingQuery:
 
     def start(self, flow: FlowRunner[Any]) -> None:
         s = flow.settings
+        began = time.monotonic()
         directory = flow_directory(self.checkpoint_location, s)
         files = CheckpointFiles(self.spark, directory)
         planner = BatchPlanner(
@@ -414,6 +415,7 @@ class StreamingQuery:
         # Spark's built-in rate-micro-batch source only drives the batches (one row each, never
         # read): the planning runs in this process, in the foreachBatch function, so no Python
         # process is started to plan (see docs/spark.md, start-up).
+        defined = time.monotonic()
         writer = (
             self.spark.readStream.format("rate-micro-batch")
             .option("rowsPerBatch", 1)
@@ -427,6 +429,7 @@ class StreamingQuery:
         trigger = "0 seconds" if backfill else self.trigger_interval
         writer = writer.trigger(processingTime=trigger)
         self.name = s.name
+        loaded = time.monotonic()
         self.query = writer.start()
         if backfill:
             threading.Thread(
@@ -435,7 +438,17 @@ class StreamingQuery:
                 name=f"mirrorlib-spark-backfill-{s.source}-{s.target}",
                 daemon=True,
             ).start()
-        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, self.mode, self.tasks)
+        log.info(
+            "flow %s: Spark query started (%s, %d tasks) in %.2fs (checkpoint files %.2fs, "
+            "foreachBatch query defined %.2fs, started %.2fs)",
+            s.name,
+            self.mode,
+            self.tasks,
+            time.monotonic() - began,
+            defined - began,
+            loaded - defined,
+            time.monotonic() - loaded,
+        )
 
     def _end_backfill(self, finished: threading.Event, query: Any) -> None:
         """Stop a backfill's query once a batch found nothing left to copy (from this thread:

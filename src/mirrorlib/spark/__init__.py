@@ -262,7 +262,11 @@ class SparkReplicator:
         from pyspark.sql import SparkSession
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from mirrorlib.spark.session import session_defaults
+
         builder = SparkSession.builder.appName("mirrorlib")
+        for key, value in session_defaults(self.master).items():
+            builder = builder.config(key, value)
         if self.master is not None:
             builder = builder.master(self.master)
         self.spark = builder.getOrCreate()

@@ -265,7 +265,7 @@ class SparkReplicator:
         from mirrorlib.spark.session import session_defaults
 
         builder = SparkSession.builder.appName("mirrorlib")
-        for key, value in session_defaults(self.master).items():
+        for key, value in session_defaults().items():
             builder = builder.config(key, value)
         if self.master is not None:
             builder = builder.master(self.master)

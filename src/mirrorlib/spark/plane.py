@@ -235,6 +235,8 @@ class CopyBatches:
         records = sum(r.records for r in results)
         self.records += records
         self.batches += 1
+        if self.backfill and not planned:
+            self.finished.set()  # a backfill's end: nothing left up to the pinned offsets
         if work:
             log.info(
                 "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs "
@@ -263,8 +265,6 @@ class CopyBatches:
             plan = self.planner.plan(self.planner.initial() if begin is None else begin)
             self.plan_log.save(batch_id, plan)
         self.plans.append((batch_id, plan))
-        if self.backfill and not plan.ranges:
-            self.finished.set()  # a backfill's end: nothing left up to the pinned offsets
         return plan
 
     def _measure(self, end: Mapping[TP, int], owed: Mapping[TP, Range]) -> None:

@@ -194,7 +194,8 @@ class SparkReplicator:
 
     * ``spark``: the session to use; by default one is created (``master`` if given, else what
       ``spark-submit`` or ``spark.master`` says, else ``local[*]``), with ``PYSPARK_PYTHON``
-      defaulting to the running interpreter.
+      defaulting to the running interpreter and, when it launches the JVM, the settings of
+      :func:`mirrorlib.spark.session.session_defaults`.
     * ``checkpoint_location``: Spark's checkpoint root (any Hadoop file system URI); each flow
       uses ``<checkpoint_location>/<A>-to-<B>``. Restarting with the same location resumes
       every flow where its last committed batch ended.

@@ -248,7 +248,9 @@ class Spark(_Subprocess):
             "--checkpoint-location", str(checkpoint),
             "--master", f"local[{self.cores}]",
             "--trigger-interval", self.TRIGGER,
-            "--log-level", "WARNING",
+            # continuous (the latency scenario): INFO logs each batch's duration, plan and
+            # slowest task (one line a second), which explains the latency
+            "--log-level", "WARNING" if backfill else "INFO",
         ]  # fmt: skip
         return [*cmd, "--backfill"] if backfill else cmd
 

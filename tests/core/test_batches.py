@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirrorlib.core.batches import (
+    Plan,
     Range,
     allot,
     decode_offsets,
     decode_owed,
     encode_offsets,
     encode_owed,
-    offsets_in_log,
     pack,
     ranges,
     record_bytes,
@@ -178,10 +178,11 @@ def test_owed_round_trip() -> None:
     assert decode_owed(None) == {}
 
 
-def test_offsets_in_a_file_of_sparks_offset_log() -> None:
-    metadata = '{"batchWatermarkMs":0,"batchTimestampMs":1795396525364,"conf":{}}'
-    text = f'v1\n{metadata}\n{{"heartbeats": {{"0": 39}}, "t": {{"0": 996, "1": 997}}}}'
-    assert offsets_in_log(text) == {("heartbeats", 0): 39, ("t", 0): 996, ("t", 1): 997}
-    assert offsets_in_log(f"v1\n{metadata}\n-") is None  # the source had no offset
-    assert offsets_in_log(f"v1\n{metadata}") is None
-    assert offsets_in_log("") is None
+def test_a_plan_round_trips_as_stable_json() -> None:
+    plan = Plan({("t", 1): 5, ("t", 0): 0}, {("t", 1): 9, ("t", 0): 0}, {("t", 1): 20, ("t", 0): 0})
+    text = plan.encode()
+    assert Plan.decode(text) == plan
+    assert Plan.decode(text).encode() == text
+    assert json.loads(text)["end"] == {"t": {"0": 0, "1": 9}}
+    assert plan.ranges == [Range("t", 1, 5, 9)]  # only partitions with records to copy
+    assert Plan.decode('{"start": {}, "end": {}}') == Plan({}, {})

@@ -232,11 +232,11 @@ def test_backfill_stops_at_the_offsets_seen_at_start(
     assert sum(copied.values()) >= 3000
     assert all(copied[p] <= source[p] for p in source)
     assert sum(source.values()) > sum(copied.values())  # newer records were left alone
-    sources = [p["sources"][0] for p in handle.queries["A->B"].recentProgress]
+    sources = handle.plans()["A->B"]
     batches = [src for src in sources if src["startOffset"] != src["endOffset"]]
-    assert len(batches) >= 3  # ReadMaxRows(1000) split the backlog
-    # Spark's progress shows the lag: the source's end offsets (pinned by the backfill) against
-    # the batch's; none is left after the last batch
+    assert len(batches) >= 3  # max_records_per_batch=1000 split the backlog
+    # the plans show the lag: the source's end offsets (pinned by the backfill) against the
+    # batch's; none is left after the last batch
     assert batches[0]["latestOffset"] != batches[0]["endOffset"]
     assert sources[-1]["latestOffset"] == sources[-1]["endOffset"]
     # what was copied is an exact prefix of every partition

@@ -69,8 +69,8 @@ class SparkDriver:
         """Upstream records of ``topic`` covered by the last committed batch."""
         flow = self.checkpoints / "A-to-B"
         last = max(int(p.name) for p in (flow / "commits").iterdir() if p.name.isdigit())
-        offsets = json.loads((flow / "offsets" / str(last)).read_text().splitlines()[-1])
-        return sum(offsets.get(topic, {}).values())
+        plan = json.loads((flow / "mirrorlib-plans" / str(last)).read_text())
+        return sum(plan["end"].get(topic, {}).values())
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)

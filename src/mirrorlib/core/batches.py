@@ -14,6 +14,8 @@ No Spark and no Kafka client here, so everything is unit-tested directly.
   partition's average record size, when known), longest first onto the least loaded task (LPT).
   A partition is never split: one task writes one target partition, which keeps the target's
   order equal to the source's and the offset syncs' chains intact.
+* :class:`Plan` is a batch's planned offsets as the driver keeps them in the checkpoint
+  location (``mirrorlib-plans/<batch id>``), so that a replayed batch copies the same ranges.
 * :func:`settle` merges what a parked partition still owes (records planned in earlier batches
   but not copied: the target refused one) into a batch's planned ranges.
 """
@@ -28,13 +30,13 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "Plan",
     "Range",
     "allot",
     "decode_offsets",
     "decode_owed",
     "encode_offsets",
     "encode_owed",
-    "offsets_in_log",
     "pack",
     "ranges",
     "record_bytes",
@@ -80,15 +82,43 @@ def encode_owed(owed: Mapping[TP, Range]) -> list[list[Any]]:
     return [[r.topic, r.partition, r.start, r.end] for _, r in sorted(owed.items())]
 
 
-def offsets_in_log(text: str) -> dict[TP, int] | None:
-    """The offsets of the mirrorlib source in one file of Spark's offset log
-    (``<checkpoint>/offsets/<batch id>``: a version line, the batch's metadata, then one line per
-    source of the query, ``-`` for none; a mirrorlib query has one source), ``None`` when the
-    file holds none."""
-    lines = text.splitlines()
-    if len(lines) < 3 or not lines[0].startswith("v") or lines[2].strip() in ("", "-"):
-        return None
-    return decode_offsets(json.loads(lines[2]))
+def _offsets(offsets: Mapping[TP, int]) -> dict[TP, int]:
+    return dict(offsets)
+
+
+@attrs.frozen
+class Plan:
+    """The planned offsets of one batch: each source partition is copied from ``start`` to
+    ``end`` (next upstream offsets); ``latest`` holds the source's end offsets seen when the
+    batch was planned (``latest - end`` is the lag the batch leaves)."""
+
+    start: Mapping[TP, int] = attrs.field(converter=_offsets)
+    end: Mapping[TP, int] = attrs.field(converter=_offsets)
+    latest: Mapping[TP, int] = attrs.field(converter=_offsets, factory=dict)
+
+    @property
+    def ranges(self) -> list[Range]:
+        return ranges(self.start, self.end)
+
+    def encode(self) -> str:
+        """JSON text with a stable order (see :func:`encode_offsets`)."""
+        return json.dumps(
+            {
+                "start": encode_offsets(self.start),
+                "end": encode_offsets(self.end),
+                "latest": encode_offsets(self.latest),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> Plan:
+        raw = json.loads(text)
+        return cls(
+            decode_offsets(raw.get("start")),
+            decode_offsets(raw.get("end")),
+            decode_offsets(raw.get("latest")),
+        )
 
 
 def decode_owed(raw: Iterable[Sequence[Any]] | None) -> dict[TP, Range]:

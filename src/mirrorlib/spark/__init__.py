@@ -1,8 +1,8 @@
 """Run a :class:`~mirrorlib.MirrorConfig`'s flows on Apache Spark (extra ``mirrorlib[spark]``).
 
-The records of every enabled flow A->B are copied by a Structured Streaming query: mirrorlib's
-Python data source plans each micro-batch's offset ranges (kept in Spark's checkpoint), and
-executor tasks copy those ranges themselves with confluent-kafka, from the source straight to
+The records of every enabled flow A->B are copied by a Structured Streaming query: the driver
+plans each micro-batch's offset ranges (kept in Spark's checkpoint location), and executor
+tasks copy those ranges themselves with confluent-kafka, from the source straight to
 the target (no record becomes a Spark row; :mod:`mirrorlib.spark.plane`). The metadata work
 runs on the driver, with the embedded
 engine's own :class:`~mirrorlib.runtime.flow.FlowRunner` (the query is its data plane): topic
@@ -39,6 +39,7 @@ import types
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from mirrorlib.core import batches
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
@@ -151,8 +152,30 @@ class SparkReplication:
         return tuple(f.stats.snapshot() for f in self._flows)
 
     def progress(self) -> dict[str, Any]:
-        """Flow name → the query's last progress (a dict, ``None`` before the first batch)."""
+        """Flow name → the query's last progress (a dict, ``None`` before the first batch).
+        Spark's progress shows the batches of the driving ``rate-micro-batch`` source; the
+        offsets mirrorlib planned are in :meth:`plans`."""
         return {name: q.lastProgress for name, q in self.queries.items()}
+
+    def plans(self) -> dict[str, list[dict[str, Any]]]:
+        """Flow name → the plans of its last batches (up to 100, oldest first), each
+        ``{"batchId", "startOffset", "endOffset", "latestOffset"}`` with offsets as
+        ``{topic: {partition: next upstream offset}}``: ``latestOffset`` holds the source's end
+        offsets seen when the batch was planned (a backfill's: pinned at its start), so
+        ``latestOffset - endOffset`` is the lag in records the batch leaves."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for flow in self._flows:
+            copy = flow.data_plane.batches
+            out[flow.settings.name] = [
+                {
+                    "batchId": batch_id,
+                    "startOffset": batches.encode_offsets(plan.start),
+                    "endOffset": batches.encode_offsets(plan.end),
+                    "latestOffset": batches.encode_offsets(plan.latest),
+                }
+                for batch_id, plan in (copy.plans if copy is not None else ())
+            ]
+        return out
 
     def records_copied(self) -> int:
         """Records the copy tasks of every flow wrote since the start (acknowledged by the
@@ -171,7 +194,8 @@ class SparkReplicator:
 
     * ``spark``: the session to use; by default one is created (``master`` if given, else what
       ``spark-submit`` or ``spark.master`` says, else ``local[*]``), with ``PYSPARK_PYTHON``
-      defaulting to the running interpreter.
+      defaulting to the running interpreter and, when it launches the JVM, the settings of
+      :func:`mirrorlib.spark.session.session_defaults`.
     * ``checkpoint_location``: Spark's checkpoint root (any Hadoop file system URI); each flow
       uses ``<checkpoint_location>/<A>-to-<B>``. Restarting with the same location resumes
       every flow where its last committed batch ended.
@@ -239,7 +263,11 @@ class SparkReplicator:
         from pyspark.sql import SparkSession
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from mirrorlib.spark.session import session_defaults
+
         builder = SparkSession.builder.appName("mirrorlib")
+        for key, value in session_defaults().items():
+            builder = builder.config(key, value)
         if self.master is not None:
             builder = builder.master(self.master)
         self.spark = builder.getOrCreate()
@@ -250,10 +278,11 @@ class SparkReplicator:
         if self._handle is not None:
             return self._handle
         spark = self._session()
-        from mirrorlib.spark.source import MirrorDataSource
-
-        spark.dataSource.register(MirrorDataSource)
+        log.info("start-up: Spark session ready")
         tasks = self.tasks or max(int(spark.sparkContext.defaultParallelism), 1)
+        # while the driver prepares the flows and plans their first batches, the executors
+        # start the Python workers of the first copy tasks
+        start_workers(spark, tasks)
         flows = [
             FlowRunner(
                 s,
@@ -275,9 +304,6 @@ class SparkReplicator:
         except BaseException:
             stop_flows(flows, 10.0)
             raise
-        # while Spark plans the first batches (Python processes on the driver), the executors
-        # start the Python workers of the first copy tasks
-        start_workers(spark, tasks)
         self._handle = SparkReplication(flows)
         return self._handle
 

@@ -1,15 +1,15 @@
 """The Spark data plane of one flow: a streaming query whose batches are copied by tasks.
 
-The query is ``spark.readStream.format("mirrorlib")`` (:mod:`mirrorlib.spark.source`: Spark
-plans each batch's offset ranges and keeps them in its checkpoint location) written with
-``foreachBatch`` (:class:`CopyBatches`, in the driver process): the batch's planned ranges
-(read from Spark's offset log, no Spark job), merged with what parked partitions still owe, are
-packed by pending bytes into copy tasks
+Spark drives the batches with a query on its built-in ``rate-micro-batch`` source (a row per
+batch, never read); its ``foreachBatch`` function (:class:`CopyBatches`, in the driver's
+Python process) plans the batch's offset ranges (:mod:`mirrorlib.spark.planner`, kept in the
+flow's checkpoint location before anything is copied), merges what parked partitions still owe,
+and packs them by pending bytes into copy tasks
 (``SparkContext.parallelize(...).mapPartitions``) that consume and produce the records
 themselves (:func:`mirrorlib.kafka.ranges.copy_ranges`) and return only small results. Spark
 schedules and retries the tasks; the batch is committed in the checkpoint once the function
 returns, so a batch cut short (driver or executor killed, task failed) is copied again from the
-same offsets (at-least-once).
+same plan (at-least-once).
 
 A record the target refuses parks its partition instead of failing the query: the range it
 still owes is kept by the driver, written to ``<flow checkpoint>/mirrorlib-parked/<batch>``
@@ -18,6 +18,7 @@ before the batch commits (so a driver restart owes it too), and copied again aft
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import json
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mirrorlib.core import batches
-from mirrorlib.core.batches import TP, Range
+from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
@@ -39,6 +40,7 @@ from mirrorlib.kafka.ranges import (
     copy_ranges,
     store_positions,
 )
+from mirrorlib.spark.planner import BatchPlanner, PlanLog
 
 if TYPE_CHECKING:
     from mirrorlib.runtime.flow import FlowRunner
@@ -58,16 +60,6 @@ def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) ->
     return f"{checkpoint_location.rstrip('/')}/{flow.source}-to-{flow.target}"
 
 
-def initial_offsets(settings: FlowSettings, offsets_topic_partitions: int) -> dict[TP, int]:
-    """Where a new query starts each copyable partition (see
-    :meth:`~mirrorlib.kafka.ranges.SourceView.starting_offsets`)."""
-    view = SourceView(settings, offsets_topic_partitions)
-    try:
-        return view.starting_offsets(view.partitions())
-    finally:
-        view.close()
-
-
 def _load_copier(_: Iterable[int]) -> Iterator[int]:
     """The body of a warm-up task: import the copy task's modules in the Python worker."""
     import mirrorlib.kafka.ranges  # noqa: F401
@@ -77,9 +69,9 @@ def _load_copier(_: Iterable[int]) -> Iterator[int]:
 
 def start_workers(spark: Any, tasks: int) -> threading.Thread:
     """Start the executors' Python workers in the background (one task per core, importing the
-    copy task's modules) while Spark plans the first batch: the first copy job then finds them
-    running (``spark.python.worker.reuse``, Spark's default, keeps them). Started before the
-    queries, it slowed down the Python processes Spark starts to plan them."""
+    copy task's modules) while the driver prepares the flows and plans the first batches: the
+    first copy job then finds them running (``spark.python.worker.reuse``, Spark's default,
+    keeps them)."""
 
     def run() -> None:
         sc = spark.sparkContext
@@ -150,13 +142,6 @@ class CheckpointFiles:
         self._fs.delete(self._path(self._root, name), False)
 
 
-def batch_end_offsets(files: CheckpointFiles, batch_id: int) -> dict[TP, int] | None:
-    """The end offsets of batch ``batch_id`` as Spark's offset log holds them, ``None`` when
-    the file or the line is missing."""
-    raw = files.read(f"offsets/{batch_id}")
-    return None if raw is None else batches.offsets_in_log(raw.decode("utf-8"))
-
-
 class ParkedLog:
     """What parked partitions owe, after each batch, in the flow's checkpoint directory:
     ``mirrorlib-parked/<batch id>``, JSON. The state before batch ``N`` is the newest file with
@@ -192,15 +177,22 @@ class CopyBatches:
         spark: Any,
         tasks: int,
         files: CheckpointFiles,
-        initial: Mapping[TP, int] | None = None,
+        planner: BatchPlanner,
+        *,
+        backfill: bool = False,
     ) -> None:
         self.flow = flow
         self.s = flow.settings
         self.spark = spark
         self.tasks = tasks
         self.files = files
-        self.initial = dict(initial) if initial is not None else None
-        """The offsets the source starts batch 0 at (``None``: not known to the driver)."""
+        self.planner = planner
+        self.plan_log = PlanLog(files)
+        self.backfill = backfill
+        self.finished = threading.Event()
+        """Set by a backfill's first batch with nothing left to copy (the query is stopped)."""
+        self.plans: collections.deque[tuple[int, Plan]] = collections.deque(maxlen=100)
+        """The plans of the last batches (batch id, plan), oldest first."""
         self.parked_log = ParkedLog(files)
         self._view: SourceView | None = None  # the source's end offsets, for the status
         self._measure_at = 0.0
@@ -217,7 +209,10 @@ class CopyBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        planned, end = self._planned(df, batch_id)
+        if not self.batches:
+            log.info("flow %s: start-up: first batch (%d) called", self.s.name, batch_id)
+        plan = self._plan(batch_id)
+        planned, end = plan.ranges, dict(plan.end)
         listed = time.monotonic()
         if self.owed is None:
             self.owed = self.parked_log.load(batch_id)
@@ -240,6 +235,8 @@ class CopyBatches:
         records = sum(r.records for r in results)
         self.records += records
         self.batches += 1
+        if self.backfill and not planned:
+            self.finished.set()  # a backfill's end: nothing left up to the pinned offsets
         if work:
             log.info(
                 "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs "
@@ -254,17 +251,21 @@ class CopyBatches:
                 max((r.seconds for r in results), default=0.0),
             )
 
-    def _planned(self, df: Any, batch_id: int) -> tuple[list[Range], dict[TP, int] | None]:
-        """The batch's planned ranges and end offsets, read from Spark's offset log without a
-        Spark job: from the previous batch's end offsets (batch 0: the initial offsets the query
-        was started with) to this batch's. When the log does not tell (a file missing), the
-        ranges come from the batch's rows (a one-task Spark job)."""
-        end = batch_end_offsets(self.files, batch_id)
-        start = self.initial if batch_id == 0 else batch_end_offsets(self.files, batch_id - 1)
-        if end is not None and start is not None:
-            return batches.ranges(start, end), end
-        log.info("flow %s: batch %d: planned ranges from its rows", self.s.name, batch_id)
-        return [Range(r[0], int(r[1]), int(r[2]), int(r[3])) for r in df.collect()], end
+    def _plan(self, batch_id: int) -> Plan:
+        """The batch's plan: the one kept in the checkpoint location if Spark replays the batch,
+        else a new one from where the previous batch ended (a new query: from the initial
+        offsets), written there before anything is copied."""
+        plan = self.plan_log.get(batch_id)
+        if plan is not None:
+            log.info("flow %s: batch %d: replaying its plan", self.s.name, batch_id)
+        else:
+            if self.backfill:
+                self.planner.pin()
+            begin = self.plan_log.last_end(batch_id)
+            plan = self.planner.plan(self.planner.initial() if begin is None else begin)
+            self.plan_log.save(batch_id, plan)
+        self.plans.append((batch_id, plan))
+        return plan
 
     def _measure(self, end: Mapping[TP, int], owed: Mapping[TP, Range]) -> None:
         """The lag of every partition of the batch, not only of those it copied: a partition
@@ -291,6 +292,7 @@ class CopyBatches:
                 st.end_offset = high[tp]
 
     def close(self) -> None:
+        self.planner.close()
         if self._view is not None:
             self._view.close()
             self._view = None
@@ -368,7 +370,7 @@ class CopyBatches:
 
 class StreamingQuery:
     """The Spark data plane of one flow (a :class:`~mirrorlib.runtime.flow.DataPlane`): its
-    Structured Streaming query (mirrorlib's source, :class:`CopyBatches` for each batch)."""
+    Structured Streaming query (driven by `rate-micro-batch`, :class:`CopyBatches` for each batch)."""
 
     def __init__(
         self,
@@ -387,6 +389,7 @@ class StreamingQuery:
         self.max_records_per_batch = max_records_per_batch
         self.tasks = tasks
         self.name = ""
+        self._stopping = False
         self.batches: CopyBatches | None = None
         self.query: Any = None
         """The ``pyspark.sql.streaming.StreamingQuery`` (``None`` until started)."""
@@ -396,42 +399,75 @@ class StreamingQuery:
         flow.metadata.refresh_topics()
 
     def start(self, flow: FlowRunner[Any]) -> None:
-        from mirrorlib.spark.source import INITIAL_OFFSETS_OPTION, encode_settings
-
         s = flow.settings
+        began = time.monotonic()
         directory = flow_directory(self.checkpoint_location, s)
-        options = {
-            "flow.secret": encode_settings(s),
-            "offsets.partitions": str(flow.metadata.offsets_topic_partitions),
-            "tasks": str(self.tasks),
-            "max.records.per.batch": str(self.max_records_per_batch or 0),
-        }
         files = CheckpointFiles(self.spark, directory)
-        initial = None
-        if not files.ids("commits"):
-            # A new query: its initial offsets are computed here and handed to the source, so
-            # the driver knows batch 0's start without asking Spark.
-            initial = initial_offsets(s, flow.metadata.offsets_topic_partitions)
-            options[INITIAL_OFFSETS_OPTION] = json.dumps(batches.encode_offsets(initial))
-        self.batches = CopyBatches(flow, self.spark, self.tasks, files, initial)
+        planner = BatchPlanner(
+            s,
+            flow.metadata.offsets_topic_partitions,
+            tasks=self.tasks,
+            max_records=self.max_records_per_batch,
+        )
+        backfill = self.mode == "backfill"
+        planner.prepare(initial=not files.ids(PlanLog.FOLDER), pin=backfill)
+        self.batches = CopyBatches(flow, self.spark, self.tasks, files, planner, backfill=backfill)
+        # Spark's built-in rate-micro-batch source only drives the batches (one row each, never
+        # read): the planning runs in this process, in the foreachBatch function, so no Python
+        # process is started to plan (see docs/spark.md, start-up).
+        defined = time.monotonic()
         writer = (
-            self.spark.readStream.format("mirrorlib")
-            .options(**options)
+            self.spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", 1)
+            .option("numPartitions", 1)
             .load()
             .writeStream.foreachBatch(self.batches)
             .option("checkpointLocation", directory)
             .queryName(f"mirrorlib {s.source}->{s.target}")
         )
-        if self.mode == "backfill":
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=self.trigger_interval)
+        # a backfill runs its batches back to back and is stopped by its first empty plan
+        trigger = "0 seconds" if backfill else self.trigger_interval
+        writer = writer.trigger(processingTime=trigger)
         self.name = s.name
+        loaded = time.monotonic()
         self.query = writer.start()
-        log.info("flow %s: Spark query started (%s, %d tasks)", s.name, self.mode, self.tasks)
+        if backfill:
+            threading.Thread(
+                target=self._end_backfill,
+                args=(self.batches.finished, self.query),
+                name=f"mirrorlib-spark-backfill-{s.source}-{s.target}",
+                daemon=True,
+            ).start()
+        log.info(
+            "flow %s: Spark query started (%s, %d tasks) in %.2fs (checkpoint files %.2fs, "
+            "foreachBatch query defined %.2fs, started %.2fs)",
+            s.name,
+            self.mode,
+            self.tasks,
+            time.monotonic() - began,
+            defined - began,
+            loaded - defined,
+            time.monotonic() - loaded,
+        )
+
+    def _end_backfill(self, finished: threading.Event, query: Any) -> None:
+        """Stop a backfill's query once a batch found nothing left to copy (from this thread:
+        the batch's own thread cannot stop the query it runs in). Every earlier batch has
+        committed; the empty one is replayed, harmlessly, if the stop cuts it short."""
+        finished.wait()
+        if self._stopping:
+            return
+        log.info("flow %s: backfill done", self.name)
+        try:
+            query.stop()
+        except Exception as exc:
+            log.warning("flow %s: stopping the finished backfill: %s", self.name, exc)
 
     def stop(self) -> None:
         """Stop the query (an unfinished batch is replayed on restart)."""
+        self._stopping = True
+        if self.batches is not None:
+            self.batches.finished.set()  # releases a backfill's watcher
         if self.query is None:
             return
         try:

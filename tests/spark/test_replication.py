@@ -359,3 +359,27 @@ def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     assert list(dict.fromkeys(values)) == [r["value"] for r in records]
     got = sorted(m.value()[:5] for m in read_all(b, f"A.{small}"))
     assert got == sorted(b"%05d" % i for i in range(3000))  # every record exactly once
+
+
+def test_a_checkpoint_location_of_the_earlier_engine_is_refused_by_name(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    """A checkpoint the earlier engine wrote (its Python data source kept ``{topic: {partition:
+    offset}}`` as the source's offsets) is refused with a ConfigError naming the location, not
+    a JVM stack trace from a query Spark cannot resume."""
+    from mirrorlib import ConfigError
+    from mirrorlib.spark import SparkReplicator
+
+    a, _ = two_clusters
+    a.create_topic(f"{name}.t", 1)
+    old = tmp_path / "chk" / "A-to-B" / "offsets"
+    old.mkdir(parents=True)
+    (old / "0").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n'
+        + json.dumps({f"{name}.t": {"0": 5}})
+        + "\n"
+    )
+    cfg = spark_config(two_clusters, **{"A->B.topics": f"{name}\\..*"})
+    with pytest.raises(ConfigError, match="earlier mirrorlib") as caught:
+        SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk")).start()
+    assert str(tmp_path / "chk" / "A-to-B") in str(caught.value)

@@ -33,6 +33,7 @@ from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
+from mirrorlib.errors import ConfigError
 from mirrorlib.kafka.ranges import (
     CopyResult,
     PartitionResult,
@@ -140,6 +141,29 @@ class CheckpointFiles:
 
     def delete(self, name: str) -> None:
         self._fs.delete(self._path(self._root, name), False)
+
+
+def refuse_earlier_checkpoint(files: CheckpointFiles, directory: str) -> None:
+    """Raise :class:`~mirrorlib.errors.ConfigError` when ``directory`` was written by an
+    earlier engine (its Python data source kept ``{topic: {partition: offset}}`` as the source's
+    offsets; the query's source is Spark's ``rate-micro-batch`` now, which Spark would refuse to
+    read them as, failing the query with a JVM stack trace)."""
+    ids = files.ids("offsets")
+    data = files.read(f"offsets/{ids[-1]}") if ids else None
+    if not data:
+        return
+    try:
+        offsets = json.loads(data.decode().splitlines()[-1])
+    except (UnicodeDecodeError, ValueError, IndexError):
+        return  # not ours to judge: Spark reports its own checkpoint's problems
+    if isinstance(offsets, dict) and offsets and all(isinstance(v, dict) for v in offsets.values()):
+        raise ConfigError(
+            f"the Spark checkpoint location {directory} was written by an earlier mirrorlib "
+            "(its Python data source's offsets); this engine cannot resume it: start with a "
+            "new checkpoint_location (the flows resume after the positions stored in the "
+            "offsets topic)",
+            value=directory,
+        )
 
 
 class ParkedLog:
@@ -403,6 +427,7 @@ class StreamingQuery:
         began = time.monotonic()
         directory = flow_directory(self.checkpoint_location, s)
         files = CheckpointFiles(self.spark, directory)
+        refuse_earlier_checkpoint(files, directory)
         planner = BatchPlanner(
             s,
             flow.metadata.offsets_topic_partitions,

@@ -127,6 +127,10 @@ class CheckpointTask:
         self.store = CheckpointStore()  # acknowledged checkpoints only
         # Per group: checkpoints written and not yet acknowledged, per downstream partition.
         self._in_flight: dict[str, dict[TopicPartition, _Fields]] = {}
+        # Per upstream partition: its downstream partition and key bytes, built once, so every
+        # cycle looks the store and in-flight tables up with the very key objects they hold
+        # (a dict compares identical keys without calling TopicPartition.__eq__).
+        self._downstream: dict[TopicPartition, tuple[TopicPartition, bytes]] = {}
         self.groups: list[str] = []
         self.corrupt_records = 0
         self.initialized = threading.Event()
@@ -602,14 +606,15 @@ class _Cycle:
         if not task.s.should_replicate_topic(tp.topic):
             found: _Part = (stamp, None, b"", None, {})
         else:
-            topic = task._rename(tp.topic)
-            found = (
-                stamp,
-                TopicPartition(topic, tp.partition),
-                Checkpoint.key_suffix(topic, tp.partition),
-                task._sync_ms.get((tp.topic, tp.partition)),
-                {},
-            )
+            downstream = task._downstream.get(tp)
+            if downstream is None:
+                topic = task._rename(tp.topic)
+                downstream = task._downstream[tp] = (
+                    TopicPartition(topic, tp.partition),
+                    Checkpoint.key_suffix(topic, tp.partition),
+                )
+            dtp, suffix = downstream
+            found = (stamp, dtp, suffix, task._sync_ms.get((tp.topic, tp.partition)), {})
         self._parts[tp] = found
         return found
 
@@ -719,8 +724,10 @@ class _Cycle:
         committed_after_ms, sync_ms = sent[start + 4], sent[start + 5]
         task = self._task
         flying = task._in_flight.get(group)
-        if flying is not None and flying.get(dtp) == fields:
-            del flying[dtp]
+        if flying is not None:
+            found = flying.pop(dtp, None)
+            if found is not None and found != fields:
+                flying[dtp] = found  # a later write of the partition is still in flight
         stats = task.stats
         if err is not None:
             # translate the pair again on the next cycle, changed or not
@@ -739,10 +746,13 @@ class _Cycle:
         stats.checkpoints_emitted += 1
         stats.last_checkpoint_ms = now
         stats.checkpoint_latency.record(now - read_ms)
+        # (conditionals rather than max(): this runs once per checkpoint)
         if committed_after_ms is not None:
-            stats.checkpoint_commit_age.record(max(now - committed_after_ms, 0) / 1000)
+            age = now - committed_after_ms
+            stats.checkpoint_commit_age.record(age / 1000 if age > 0 else 0.0)
         if sync_ms is not None:
-            stats.checkpoint_sync_age.record(max(read_ms - sync_ms, 0) / 1000)
+            age = read_ms - sync_ms
+            stats.checkpoint_sync_age.record(age / 1000 if age > 0 else 0.0)
 
 
 def _never(_tp: TopicPartition) -> int | None:
@@ -767,8 +777,4 @@ def _changed_since(
 
 def _commit_time(commits: CommitTable, group: str) -> Callable[[TopicPartition], int | None]:
     """``__consumer_offsets`` mode: the commit timestamp of the pair's offset."""
-
-    def committed_at(tp: TopicPartition) -> int | None:
-        return commits.commit_ms(group, tp)
-
-    return committed_at
+    return commits.commit_times(group).get

@@ -225,10 +225,14 @@ class _Partition:
 
     def _compact(self) -> array[int]:
         keep = sorted(set(self.slots))
-        remap = {old: new for new, old in enumerate(keep)}
+        remap = bytearray(256)  # old index -> new index, applied by bytearray.translate
         pool = self.pool
-        self.pool = array("q", (pool[2 * k + d] for k in keep for d in (0, 1)))
-        self.slots = bytearray(remap[k] for k in self.slots)
+        kept: list[int] = []
+        for new, old in enumerate(keep):
+            remap[old] = new
+            kept += (pool[2 * old], pool[2 * old + 1])
+        self.pool = array("q", kept)
+        self.slots = self.slots.translate(remap)
         self.limit = max(_POOL_MIN, 2 * len(keep))
         return self.pool
 

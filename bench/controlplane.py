@@ -91,6 +91,37 @@ def cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.process_time() - start, out
 
 
+class GcTime:
+    """CPU seconds spent in the garbage collector (all generations) while in the block, and
+    the number of full (generation-2) collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.full += info["generation"] == 2
+
+    def __enter__(self) -> GcTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+def with_gc_time(collected: GcTime, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, its garbage collections added to ``collected`` (called inside
+    :func:`cpu`, so that the ``gc.collect()`` before the measurement is not counted)."""
+    with collected:
+        return fn(*args, **kwargs)
+
+
 # -- metadata ------------------------------------------------------------------------------------
 
 
@@ -292,9 +323,14 @@ def bench_checkpoints(size: int) -> dict[str, Any]:
                             task.commits.put(group, tp, om, 1_700_000_000_000)
             trips, flushes = source.round_trips, producer.flushes
             reader = source if mode == "offset_fetch" else None
-            seconds, result = cpu(partial(task.emit_checkpoints, producer, source=reader))
+            collected = GcTime()
+            seconds, result = cpu(
+                partial(with_gc_time, collected, task.emit_checkpoints, producer, source=reader)
+            )
             out[f"{mode}_{name}"] = {
                 "cpu_s": round(seconds, 3),
+                "gc_s": round(collected.seconds, 3),
+                "full_collections": collected.full,
                 "round_trips": source.round_trips - trips + producer.flushes - flushes,
                 "translated": result.translated,
                 "produced": result.produced,
@@ -492,7 +528,8 @@ def markdown(results: dict[str, Any]) -> str:
         "checkpoints",
         lambda r: (
             f"{r['commits_all_changed_again']['cpu_s']} / "
-            f"{r['commits_all_changed_again']['round_trips']} ({r['groups']:,} groups)"
+            f"{r['commits_all_changed_again']['round_trips']} ({r['groups']:,} groups; GC "
+            f"{r['commits_all_changed_again'].get('gc_s', '-')} CPU-s)"
         ),
     )
     row(
@@ -505,7 +542,8 @@ def markdown(results: dict[str, Any]) -> str:
         "checkpoints",
         lambda r: (
             f"{r['offset_fetch_all_changed_again']['cpu_s']} / "
-            f"{r['offset_fetch_all_changed_again']['round_trips']} ({r['groups']:,} groups)"
+            f"{r['offset_fetch_all_changed_again']['round_trips']} ({r['groups']:,} groups; GC "
+            f"{r['offset_fetch_all_changed_again'].get('gc_s', '-')} CPU-s)"
         ),
     )
     row(

@@ -108,3 +108,32 @@ def test_next_emission_keeps_a_fixed_rate() -> None:
     assert next_emission(10.0, 60.0, 10.001) == 70.0
     # no interval: due again now
     assert next_emission(10.0, 0.0, 12.5) == 12.5
+
+
+def test_store_keeps_fields_and_answers_with_checkpoints() -> None:
+    store = CheckpointStore()
+    a0, a1 = TopicPartition("A.t", 0), TopicPartition("A.t", 1)
+    store.add(Checkpoint("g", "A.t", 0, 100, 101, "m"))
+    store.put("g", a1, (50, 51, ""))
+    store.put("h", a0, (7, 7, "x"))
+    assert store.get("g", a0) == Checkpoint("g", "A.t", 0, 100, 101, "m")
+    assert store.get("g", TopicPartition("A.t", 9)) is None and store.get("z", a0) is None
+    assert store.group("g") == {
+        a0: Checkpoint("g", "A.t", 0, 100, 101, "m"),
+        a1: Checkpoint("g", "A.t", 1, 50, 51),
+    }
+    assert store.latest("g") == {a0: (100, 101, "m"), a1: (50, 51, "")}
+    assert store.latest("nobody") == {}
+    assert store.groups() == ["g", "h"] and len(store) == 3
+    # newer: upstream rewind or downstream advance (MM2's checkpointIsMoreRecent)
+    assert store.is_more_recent(Checkpoint("g", "A.t", 0, 90, 95))
+    assert store.is_more_recent(Checkpoint("g", "A.t", 0, 100, 102))
+    assert not store.is_more_recent(Checkpoint("g", "A.t", 0, 120, 101))
+    assert store.is_more_recent(Checkpoint("g", "A.t", 5, 1, 1))
+    # the store's offsets to sync are the rule's over its checkpoints
+    target = {a0: OffsetAndMetadata(150), a1: None}
+    for found in (None, target, {}):
+        assert store.offsets_to_sync("g", found) == group_offsets_to_sync(
+            store.group("g").values(), found
+        )
+    assert store.offsets_to_sync("g", target) == {a1: OffsetAndMetadata(51)}

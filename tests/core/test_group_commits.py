@@ -95,3 +95,21 @@ def test_table_tracks_changed_groups_and_ignores_foreign_ones() -> None:
     assert table.take_changed() == {"app-1"}
     table.mark_changed({"app-1"})
     assert table.has_changed()
+
+
+def test_commit_times_follow_commits_and_tombstones() -> None:
+    table = CommitTable(lambda _g: True)
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert table.commit_times("g") == {} and table.commit_ms("g", tp0) is None
+    table.add_record(key("g", "t", 0), value(10, commit_ms=5))
+    table.add_record(key("g", "t", 1), value(20, commit_ms=6))
+    times = table.commit_times("g")
+    assert times == {tp0: 5, tp1: 6}
+    table.add_record(key("g", "t", 0), value(10, commit_ms=7))  # same offset, later commit
+    assert times[tp0] == 7 == table.commit_ms("g", tp0)  # a live view
+    table.add_record(key("g", "t", 1), None)
+    assert table.commit_times("g") == {tp0: 7} and table.offsets("g") == {
+        tp0: OffsetAndMetadata(10)
+    }
+    table.add_record(key("g", "t", 0), None)
+    assert table.commit_times("g") == {} and table.commit_ms("g", tp0) is None

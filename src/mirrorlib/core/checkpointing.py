@@ -23,6 +23,7 @@ from mirrorlib.core.policy import ReplicationPolicy
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "CheckpointFields",
     "CheckpointStore",
     "checkpoints_for_group",
     "group_offsets_to_sync",
@@ -50,32 +51,62 @@ def rename_topic(policy: ReplicationPolicy, source: str, target: str, topic: str
     return policy.format_remote_topic(source, topic)
 
 
+#: A stored checkpoint's ``(upstream_offset, downstream_offset, metadata)``.
+CheckpointFields = tuple[int, int, str]
+
+
 class CheckpointStore:
-    """The latest checkpoint per group and downstream topic-partition."""
+    """The latest checkpoint per group and downstream topic-partition.
+
+    Kept as :data:`CheckpointFields` tuples, not :class:`Checkpoint` values: a flow holds one per
+    (group, partition), hundreds of thousands, replaced on every cycle. A tuple of ints and a
+    string is cheap to build and is untracked by Python's garbage collector after its first
+    collection, so a large store adds nothing to the collections a checkpoint cycle triggers.
+    """
 
     def __init__(self) -> None:
-        self._by_group: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        self._by_group: dict[str, dict[TopicPartition, CheckpointFields]] = {}
 
     def add(self, checkpoint: Checkpoint, tp: TopicPartition | None = None) -> None:
         """Record ``checkpoint`` (``tp``: its ``topic_partition``, if the caller has it)."""
-        by_tp = self._by_group.get(checkpoint.group)
-        if by_tp is None:
-            by_tp = self._by_group[checkpoint.group] = {}
-        by_tp[checkpoint.topic_partition if tp is None else tp] = checkpoint
+        fields = (checkpoint.upstream_offset, checkpoint.downstream_offset, checkpoint.metadata)
+        self.put(checkpoint.group, checkpoint.topic_partition if tp is None else tp, fields)
 
-    def latest(self, group: str) -> Mapping[TopicPartition, Checkpoint]:
-        """The group's checkpoints per downstream partition, as a live read-only view (no copy:
-        for a caller that looks many of them up)."""
+    def put(self, group: str, tp: TopicPartition, fields: CheckpointFields) -> None:
+        """Record the checkpoint ``fields`` of ``group`` for downstream partition ``tp``."""
+        by_tp = self._by_group.get(group)
+        if by_tp is None:
+            by_tp = self._by_group[group] = {}
+        by_tp[tp] = fields
+
+    def latest(self, group: str) -> Mapping[TopicPartition, CheckpointFields]:
+        """The group's checkpoint fields per downstream partition, as a live read-only view (no
+        copy: for a caller that looks many of them up)."""
         return self._by_group.get(group, _EMPTY)
 
     def get(self, group: str, tp: TopicPartition) -> Checkpoint | None:
-        return self._by_group.get(group, {}).get(tp)
+        found = self._by_group.get(group, _EMPTY).get(tp)
+        return None if found is None else Checkpoint(group, tp.topic, tp.partition, *found)
 
     def group(self, group: str) -> dict[TopicPartition, Checkpoint]:
-        return dict(self._by_group.get(group, {}))
+        return {
+            tp: Checkpoint(group, tp.topic, tp.partition, *fields)
+            for tp, fields in self._by_group.get(group, _EMPTY).items()
+        }
 
     def groups(self) -> list[str]:
         return sorted(self._by_group)
+
+    def offsets_to_sync(
+        self,
+        group: str,
+        target_offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """:func:`group_offsets_to_sync` of ``group``'s stored checkpoints."""
+        return _offsets_to_sync(
+            ((tp, down, metadata) for tp, (_up, down, metadata) in self.latest(group).items()),
+            target_offsets,
+        )
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_group.values())
@@ -83,20 +114,22 @@ class CheckpointStore:
     def is_more_recent(self, checkpoint: Checkpoint) -> bool:
         """MM2's checkpointIsMoreRecent: first for the partition, an upstream rewind, or a
         strictly advancing downstream offset."""
-        last = self.get(checkpoint.group, checkpoint.topic_partition)
+        last = self._by_group.get(checkpoint.group, _EMPTY).get(checkpoint.topic_partition)
         return is_more_recent(last, checkpoint.upstream_offset, checkpoint.downstream_offset)
 
 
-_EMPTY: Mapping[TopicPartition, Checkpoint] = MappingProxyType({})
+_EMPTY: Mapping[TopicPartition, CheckpointFields] = MappingProxyType({})
 
 
-def is_more_recent(last: Checkpoint | None, upstream_offset: int, downstream_offset: int) -> bool:
+def is_more_recent(
+    last: CheckpointFields | None, upstream_offset: int, downstream_offset: int
+) -> bool:
     """MM2's checkpointIsMoreRecent for a new checkpoint ``(upstream_offset,
-    downstream_offset)`` of a partition whose last one is ``last``: the first for the partition,
-    an upstream rewind, or a strictly advancing downstream offset."""
-    if last is None or upstream_offset < last.upstream_offset:
+    downstream_offset)`` of a partition whose last one has the fields ``last``: the first for
+    the partition, an upstream rewind, or a strictly advancing downstream offset."""
+    if last is None or upstream_offset < last[0]:
         return True
-    return downstream_offset > last.downstream_offset
+    return downstream_offset > last[1]
 
 
 def checkpoints_for_group(
@@ -137,11 +170,20 @@ def group_offsets_to_sync(
     with active members.) A partition is written when the target has no offset (or a null one)
     for it, or when the checkpoint is strictly ahead: the target group is never rewound.
     """
+    return _offsets_to_sync(
+        ((cp.topic_partition, cp.downstream_offset, cp.metadata) for cp in checkpoints),
+        target_offsets,
+    )
+
+
+def _offsets_to_sync(
+    checkpoints: Iterable[tuple[TopicPartition, int, str]],
+    target_offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+) -> dict[TopicPartition, OffsetAndMetadata]:
     result: dict[TopicPartition, OffsetAndMetadata] = {}
-    for cp in checkpoints:
-        tp = cp.topic_partition
+    for tp, downstream_offset, metadata in checkpoints:
         current = None if target_offsets is None else target_offsets.get(tp)
-        if current is not None and current.offset >= 0 and current.offset >= cp.downstream_offset:
+        if current is not None and current.offset >= 0 and current.offset >= downstream_offset:
             continue
-        result[tp] = cp.offset_and_metadata
+        result[tp] = OffsetAndMetadata(downstream_offset, metadata)
     return result

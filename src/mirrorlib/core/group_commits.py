@@ -27,7 +27,8 @@ replicates, and which of them changed since the caller last took them.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Final
 
 import attrs
@@ -162,7 +163,11 @@ class CommitTable:
     def __init__(self, accept: Callable[[str], bool]) -> None:
         self._accept = accept
         self._accepted: dict[str, bool] = {}
-        self._offsets: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]] = {}
+        # Offsets and commit times in two tables of the same keys: a checkpoint cycle copies a
+        # group's offsets as one dict copy and looks its times up with a dict's own ``get``
+        # (see :meth:`commit_times`), and no (offset, time) pair is built per commit.
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._times: dict[str, dict[TopicPartition, int]] = {}
         self._changed: set[str] = set()
 
     def add_record(self, key: bytes | None, value: bytes | None) -> bool:
@@ -186,10 +191,14 @@ class CommitTable:
     ) -> bool:
         """Record ``group``'s commit of ``offset`` for ``tp`` at ``commit_ms``; returns whether the
         offset (or its metadata) changed."""
-        offsets = self._offsets.setdefault(group, {})
+        offsets = self._offsets.get(group)
+        if offsets is None:
+            offsets = self._offsets[group] = {}
+            self._times[group] = {}
         previous = offsets.get(tp)
-        offsets[tp] = (offset, commit_ms)
-        if previous is not None and previous[0] == offset:
+        offsets[tp] = offset
+        self._times[group][tp] = commit_ms
+        if previous is not None and previous == offset:
             return False
         self._changed.add(group)
         return True
@@ -199,8 +208,10 @@ class CommitTable:
         offsets = self._offsets.get(group)
         if offsets is None or offsets.pop(tp, None) is None:
             return False
+        self._times[group].pop(tp, None)
         if not offsets:
             del self._offsets[group]
+            del self._times[group]
         self._changed.add(group)
         return True
 
@@ -219,12 +230,17 @@ class CommitTable:
 
     def offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (empty if unknown)."""
-        return {tp: om for tp, (om, _ms) in self._offsets.get(group, {}).items()}
+        return dict(self._offsets.get(group, {}))
 
     def commit_ms(self, group: str, tp: TopicPartition) -> int | None:
         """When the group committed its current offset of ``tp`` (epoch ms), if known."""
-        found = self._offsets.get(group, {}).get(tp)
-        return None if found is None else found[1]
+        times = self._times.get(group)
+        return None if times is None else times.get(tp)
+
+    def commit_times(self, group: str) -> Mapping[TopicPartition, int]:
+        """When the group committed each of its current offsets (epoch ms), as a live read-only
+        view (no copy: for a caller that looks many of them up)."""
+        return MappingProxyType(self._times.get(group, {}))
 
     def groups(self) -> list[str]:
         """Groups with at least one committed offset, sorted."""

@@ -96,7 +96,7 @@ _STEP_C: Final = tuple(_SHIFT[max(i - 2, 0)] for i in range(SYNCS_PER_PARTITION)
 _INT64_MAX: Final = 2**63 - 1
 
 
-def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> bytearray:
+def _update_slots(slots: bytearray, original: bytes, pool: array[int], new: int) -> None:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
     Slots hold indexes into the partition's pool of syncs (``pool[2 * k]`` is the upstream offset
@@ -107,8 +107,8 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
     one that is recent enough (B) and separated from its neighbours (invariant C: ``x.up >= y.up
     + 2^max(i-2, 0)``). The walk stops at the first slot that still satisfies B, since B then
     holds for all later slots. (Written out inline: it runs for every offset sync read.)
+    Updates ``slots`` in place; ``original`` is its content before the update.
     """
-    slots = bytearray(original)
     replacement = new
     replacement_index = 0
     slots[0] = new
@@ -118,6 +118,16 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
         prev_slot = slots[previous]
         prev_up = pool[2 * prev_slot]
         step_b, step_c = _STEP_B[previous], _STEP_C[previous]
+        # Stop at the first slot that still satisfies B (it then holds for all later slots).
+        # Checked before the search for a replacement below, which only feeds the slots this
+        # walk goes on to replace: the same result, without the search for the slot it stops at.
+        here = slots[current]
+        if prev_slot == here:
+            break
+        bound = pool[2 * here] + step_b
+        bound = bound if _INT64_MIN <= bound <= _INT64_MAX else _wrap64(bound)
+        if bound < 0 or prev_up <= bound:
+            break
         following = slots[current + 1] if current < last else -1
         next_bound = pool[2 * following] + _STEP_C[current] if following >= 0 else 0
         next_bound = next_bound if next_bound <= _INT64_MAX else _wrap64(next_bound)
@@ -146,15 +156,7 @@ def _updated_slots(original: bytes | bytearray, pool: array[int], new: int) -> b
                 replacement_index += 1
             if not (replacement_index < current and skip):
                 break
-        here = slots[current]
-        if prev_slot == here:
-            break
-        bound = pool[2 * here] + step_b
-        bound = bound if _INT64_MIN <= bound <= _INT64_MAX else _wrap64(bound)
-        if bound < 0 or prev_up <= bound:
-            break
         slots[current] = replacement
-    return slots
 
 
 @attrs.frozen(order=True)
@@ -183,7 +185,7 @@ _U16_MAX: Final = 0xFFFF
 class _Partition:
     """Translation state of one partition, in flat arrays (about 0.5 to 3 KiB):
 
-    * ``pool``: received syncs as ``up, down`` pairs; ``slots`` (64 bytes) holds MM2's history as
+    * ``pool``: received syncs as ``up, down`` pairs; ``slots`` (a 64-byte bytearray, updated in place) holds MM2's history as
       indexes into it. Unreferenced entries are dropped when the pool reaches ``limit`` entries,
       twice the entries that remained last time (usually about ten distinct syncs are referenced).
     * ``runs``: exact runs as ``start, end, down`` triples, oldest first; ``writers``: each
@@ -197,7 +199,7 @@ class _Partition:
 
     def __init__(self, up: int, down: int, writer: int, sequence: int, generation: int) -> None:
         self.pool = array("q", (up, down))
-        self.slots = bytes(SYNCS_PER_PARTITION)
+        self.slots = bytearray(SYNCS_PER_PARTITION)
         self.runs = array("q")
         self.writers = array("H")  # widened to "i" past 65,535 interned writer ids
         self.limit = _POOL_MIN
@@ -207,7 +209,7 @@ class _Partition:
 
     def clear(self, up: int, down: int, generation: int) -> None:
         self.pool = array("q", (up, down))
-        self.slots = bytes(SYNCS_PER_PARTITION)
+        self.slots = bytearray(SYNCS_PER_PARTITION)
         del self.runs[:]
         del self.writers[:]
         self.generation = generation
@@ -219,14 +221,18 @@ class _Partition:
             pool = self._compact()
         pool.append(up)
         pool.append(down)
-        self.slots = bytes(_updated_slots(self.slots, pool, len(pool) // 2 - 1))
+        _update_slots(self.slots, bytes(self.slots), pool, len(pool) // 2 - 1)
 
     def _compact(self) -> array[int]:
         keep = sorted(set(self.slots))
-        remap = {old: new for new, old in enumerate(keep)}
+        remap = bytearray(256)  # old index -> new index, applied by bytearray.translate
         pool = self.pool
-        self.pool = array("q", (pool[2 * k + d] for k in keep for d in (0, 1)))
-        self.slots = bytes(remap[k] for k in self.slots)
+        kept: list[int] = []
+        for new, old in enumerate(keep):
+            remap[old] = new
+            kept += (pool[2 * old], pool[2 * old + 1])
+        self.pool = array("q", kept)
+        self.slots = self.slots.translate(remap)
         self.limit = max(_POOL_MIN, 2 * len(keep))
         return self.pool
 

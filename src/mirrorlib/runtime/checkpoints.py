@@ -48,8 +48,8 @@ from typing import Any, Final, Protocol
 import attrs
 
 from mirrorlib.core.checkpointing import (
+    CheckpointFields,
     CheckpointStore,
-    group_offsets_to_sync,
     is_more_recent,
     next_emission,
     rename_topic,
@@ -78,10 +78,17 @@ _SYNC_BATCH: Final = 10_000
 _FULL_SYNC_EVERY: Final = 10
 
 #: A checkpoint's (upstream offset, downstream offset, metadata).
-_Fields = tuple[int, int, str]
-#: A checkpoint written: upstream and downstream partitions, fields, the checkpoint, and what
-#: its metrics are computed from (commit time, newest sync time; see :meth:`_Cycle.done`).
-_Sent = tuple[TopicPartition, TopicPartition, _Fields, Checkpoint, int | None, int | None]
+_Fields = CheckpointFields
+#: What a cycle knows of an upstream partition: the translator's stamp, the downstream
+#: partition (None: not replicated), its key bytes, the newest sync's time, and the answers of
+#: the translator for the partition's offsets so far.
+_Part = tuple[
+    tuple[int, int] | None, TopicPartition | None, bytes, int | None, dict[int, int | None]
+]
+#: Entries per written checkpoint in :attr:`_Cycle._sent`: group, upstream and downstream
+#: partitions, fields, and what its metrics are computed from (commit time, newest sync time;
+#: see :meth:`_Cycle.done`).
+_SENT_WIDTH: Final = 6
 
 
 class OffsetReader(Protocol):
@@ -120,6 +127,10 @@ class CheckpointTask:
         self.store = CheckpointStore()  # acknowledged checkpoints only
         # Per group: checkpoints written and not yet acknowledged, per downstream partition.
         self._in_flight: dict[str, dict[TopicPartition, _Fields]] = {}
+        # Per upstream partition: its downstream partition and key bytes, built once, so every
+        # cycle looks the store and in-flight tables up with the very key objects they hold
+        # (a dict compares identical keys without calling TopicPartition.__eq__).
+        self._downstream: dict[TopicPartition, tuple[TopicPartition, bytes]] = {}
         self.groups: list[str] = []
         self.corrupt_records = 0
         self.initialized = threading.Event()
@@ -491,11 +502,10 @@ class CheckpointTask:
         s = self.s
         full = self._sync_rounds % _FULL_SYNC_EVERY == 0
         self._sync_rounds += 1
-        wanted: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        wanted: dict[str, dict[TopicPartition, int]] = {}  # downstream offsets per group
         for group in self.store.groups():
-            cps = self.store.group(group)
-            known = self._target_synced.get(group, {})
-            if full or any(known.get(tp) != cp.downstream_offset for tp, cp in cps.items()):
+            cps = {tp: down for tp, (_up, down, _md) in self.store.latest(group).items()}
+            if full or cps != self._target_synced.get(group):
                 wanted[group] = cps
         if not wanted:
             return 0
@@ -520,12 +530,12 @@ class CheckpointTask:
                     s.name, group, s.target, found,
                 )  # fmt: skip
                 continue
-            offsets = group_offsets_to_sync(wanted[group].values(), found)
+            offsets = self.store.offsets_to_sync(group, found)
             known = {tp: om.offset for tp, om in (found or {}).items()}
             self._target_synced[group] = {
-                tp: cp.downstream_offset
-                for tp, cp in wanted[group].items()
-                if tp in offsets or known.get(tp, -1) >= cp.downstream_offset
+                tp: down
+                for tp, down in wanted[group].items()
+                if tp in offsets or known.get(tp, -1) >= down
             }
             if offsets:
                 commits[group] = offsets
@@ -555,11 +565,17 @@ class _Cycle:
     takes their reports in the order they were written: librdkafka reports the messages of a
     partition in order, and all checkpoints go to partition 0. A checkpoint is recorded (in the
     store, metrics) only when acknowledged.
+
+    A cycle may write a checkpoint for each of hundreds of thousands of pairs, so the per-pair
+    path builds no object the garbage collector keeps tracking: what a written checkpoint needs
+    until its report is appended flat to :attr:`_sent` (no tuple or value per checkpoint that
+    would survive into the old generations and trigger full collections over the task's large
+    state), and the fields tuple (ints and a string, untracked after one collection) is shared
+    by the in-flight table and the store.
     """
 
     __slots__ = (
         "_acked",
-        "_answers",
         "_clear",
         "_group",
         "_parts",
@@ -576,35 +592,29 @@ class _Cycle:
         self._task = task
         self._producer = producer
         self._read_ms = read_ms
-        # upstream partition -> (stamp, downstream partition or None, key suffix, sync time)
-        self._parts: dict[
-            TopicPartition,
-            tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None],
-        ] = {}
-        self._answers: dict[tuple[TopicPartition, int], int | None] = {}
-        self._sent: list[_Sent] = []  # in the order written
+        self._parts: dict[TopicPartition, _Part] = {}
+        # _SENT_WIDTH entries per checkpoint, in the order written
+        self._sent: list[Any] = []
         self._acked = 0
         self._clear = True  # whether an acknowledgement should clear the task's error
         self._group = ""  # the group being written
         self.pairs = self.translated = self.produced = 0
 
-    def _partition(
-        self, tp: TopicPartition
-    ) -> tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None]:
+    def _partition(self, tp: TopicPartition) -> _Part:
         task = self._task
         stamp = task.translator.stamp(tp.topic, tp.partition)
         if not task.s.should_replicate_topic(tp.topic):
-            found: tuple[tuple[int, int] | None, TopicPartition | None, bytes, int | None] = (
-                stamp, None, b"", None,
-            )  # fmt: skip
+            found: _Part = (stamp, None, b"", None, {})
         else:
-            topic = task._rename(tp.topic)
-            found = (
-                stamp,
-                TopicPartition(topic, tp.partition),
-                Checkpoint.key_suffix(topic, tp.partition),
-                task._sync_ms.get((tp.topic, tp.partition)),
-            )
+            downstream = task._downstream.get(tp)
+            if downstream is None:
+                topic = task._rename(tp.topic)
+                downstream = task._downstream[tp] = (
+                    TopicPartition(topic, tp.partition),
+                    Checkpoint.key_suffix(topic, tp.partition),
+                )
+            dtp, suffix = downstream
+            found = (stamp, dtp, suffix, task._sync_ms.get((tp.topic, tp.partition)), {})
         self._parts[tp] = found
         return found
 
@@ -627,14 +637,14 @@ class _Cycle:
         if flying is None:
             flying = task._in_flight[group] = {}
         latest = task.store.latest(group)
-        parts, answers, translate = self._parts, self._answers, task.translator.translate
+        parts, translate = self._parts, task.translator.translate
         prefix, write = Checkpoint.key_prefix(group), self._write
         translated = produced = 0
         for tp, om in offsets.items():
             part = parts.get(tp)
             if part is None:
                 part = self._partition(tp)
-            stamp, dtp, suffix, sync_ms = part
+            stamp, dtp, suffix, sync_ms, answers = part
             offset = om.offset
             before = memo.get(tp)
             if stamp is None:
@@ -654,10 +664,9 @@ class _Cycle:
                 task._watch(tp, group)
             if dtp is None or stamp is None or offset < 0:
                 continue
-            answer = (tp, offset)
-            down = answers.get(answer, -1)
+            down = answers.get(offset, -1)
             if down == -1:
-                down = answers[answer] = translate(tp.topic, tp.partition, offset)
+                down = answers[offset] = translate(tp.topic, tp.partition, offset)
             if down is None or down < 0 or not is_more_recent(latest.get(dtp), offset, down):
                 continue
             fields = (offset, down, om.metadata)
@@ -689,8 +698,7 @@ class _Cycle:
             timestamp=self._read_ms,
             on_delivery=self.done,
         )
-        cp = Checkpoint(self._group, dtp.topic, dtp.partition, offset, down, metadata)
-        self._sent.append((tp, dtp, fields, cp, committed_after_ms, sync_ms))
+        self._sent += (self._group, tp, dtp, fields, committed_after_ms, sync_ms)
 
     def done(self, err: Any, _msg: Any) -> None:
         """The delivery report of the next checkpoint written: only an acknowledged checkpoint
@@ -709,13 +717,17 @@ class _Cycle:
           timestamp (the writer's produce time) of the newest offset sync of the partition the
           translator had read: how far the syncs used trail the offsets they translate.
         """
-        index = self._acked
-        self._acked = index + 1
-        tp, dtp, fields, cp, committed_after_ms, sync_ms = self._sent[index]
-        task, group = self._task, cp.group
+        start = self._acked * _SENT_WIDTH
+        self._acked += 1
+        sent = self._sent
+        group, tp, dtp, fields = sent[start], sent[start + 1], sent[start + 2], sent[start + 3]
+        committed_after_ms, sync_ms = sent[start + 4], sent[start + 5]
+        task = self._task
         flying = task._in_flight.get(group)
-        if flying is not None and flying.get(dtp) == fields:
-            del flying[dtp]
+        if flying is not None:
+            found = flying.pop(dtp, None)
+            if found is not None and found != fields:
+                flying[dtp] = found  # a later write of the partition is still in flight
         stats = task.stats
         if err is not None:
             # translate the pair again on the next cycle, changed or not
@@ -725,7 +737,7 @@ class _Cycle:
             stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
             self._clear = True
             return
-        task.store.add(cp, dtp)
+        task.store.put(group, dtp, fields)
         if self._clear:
             stats.set_error("checkpoints", None)
             self._clear = False
@@ -734,10 +746,13 @@ class _Cycle:
         stats.checkpoints_emitted += 1
         stats.last_checkpoint_ms = now
         stats.checkpoint_latency.record(now - read_ms)
+        # (conditionals rather than max(): this runs once per checkpoint)
         if committed_after_ms is not None:
-            stats.checkpoint_commit_age.record(max(now - committed_after_ms, 0) / 1000)
+            age = now - committed_after_ms
+            stats.checkpoint_commit_age.record(age / 1000 if age > 0 else 0.0)
         if sync_ms is not None:
-            stats.checkpoint_sync_age.record(max(read_ms - sync_ms, 0) / 1000)
+            age = read_ms - sync_ms
+            stats.checkpoint_sync_age.record(age / 1000 if age > 0 else 0.0)
 
 
 def _never(_tp: TopicPartition) -> int | None:
@@ -762,8 +777,4 @@ def _changed_since(
 
 def _commit_time(commits: CommitTable, group: str) -> Callable[[TopicPartition], int | None]:
     """``__consumer_offsets`` mode: the commit timestamp of the pair's offset."""
-
-    def committed_at(tp: TopicPartition) -> int | None:
-        return commits.commit_ms(group, tp)
-
-    return committed_at
+    return commits.commit_times(group).get

@@ -693,24 +693,30 @@ class StatsRegistry:
         self, items: list[tuple[tuple[str, int], PartitionStats]], rows: list[_Row]
     ) -> FlowSummary:
         """The flow's state, errors and stall reason from its partitions' ``rows``."""
+        stuck = [r for r in rows if r.stalled]
         return self._summary_of(
             [(r.topic, r.partition, r.stats.error) for r in rows if r.stats.error],
-            [r for r in rows if r.stalled],
+            min(stuck, key=lambda r: (r.topic, r.partition), default=None),
+            len(stuck),
             max((s.progress_at for _, s in items), default=0.0),
         )
 
     def _summary_of(
-        self, failing: list[tuple[str, int, str]], stuck: list[_Row], progress: float
+        self,
+        failing: list[tuple[str, int, str]],
+        first: _Row | None,
+        stuck: int,
+        progress: float,
     ) -> FlowSummary:
         """The flow's state, errors and stall reason from its partitions' errors (``failing``),
-        its stalled partitions' rows and the last time a partition made ``progress``."""
+        the row of its first stalled partition (by topic and partition), how many are
+        ``stuck`` and the last time a partition made ``progress``."""
         errors = self.errors() + tuple(
             f"{topic}-{partition}: {error}" for topic, partition, error in sorted(failing)
         )
         reasons = self._client_stalls(progress)
-        if stuck:
-            first = min(stuck, key=lambda r: (r.topic, r.partition))
-            more = f" (and {len(stuck) - 1} more partition(s))" if len(stuck) > 1 else ""
+        if first is not None:
+            more = f" (and {stuck - 1} more partition(s))" if stuck > 1 else ""
             reasons.append(f"{first.topic}-{first.partition}: {first.stalled}{more}")
         state = self.state
         if state in (FlowState.RUNNING, FlowState.STARTING) and reasons:
@@ -723,7 +729,7 @@ class StatsRegistry:
             state=state,
             errors=errors,
             stalled="; ".join(reasons) or None,
-            stalled_partitions=len(stuck),
+            stalled_partitions=stuck,
         )
 
     def snapshot(self) -> FlowStatus:
@@ -1094,7 +1100,7 @@ class MetricsCursor:
         }
         columns = list(changed.values())  # in the order of _partition_values
         lag_s, stalled = changed["replication_lag_seconds"], changed["partition_stalled"]
-        stuck: list[_Row] = []
+        stuck: list[tuple[str, int]] = []  # stalled partitions (rows: only the first one's)
         progress = self._progress
         for key in todo | waiting:
             s = stats_of[key]
@@ -1111,7 +1117,7 @@ class MetricsCursor:
                 waiting.add(key)
                 stall = now - at > stall_after  # what _row calls stalled
                 if stall:
-                    stuck.append(reg._row(key, s, now_ms, now))
+                    stuck.append(key)
             else:
                 waiting.discard(key)
             last = seen.get(key)
@@ -1135,9 +1141,18 @@ class MetricsCursor:
                     columns[i].append((key, labels, value))
                     known[i] = value
         self._progress = progress
-        failing_now = [(k[0], k[1], e) for k, e in failing.items()]
-        summary = reg._summary_of(failing_now, stuck, progress)
+        summary = self._summary(stuck, now_ms, now)
         return changed, summary, self._topic_sums(todo, stats_of, now)
+
+    def _summary(self, stuck: list[tuple[str, int]], now_ms: int, now: float) -> FlowSummary:
+        """The flow's summary, given its stalled partitions (``stuck``) at this read."""
+        reg = self.registry
+        first = None
+        if stuck:
+            key = min(stuck)
+            first = reg._row(key, self._stats[key], now_ms, now)
+        failing = [(k[0], k[1], e) for k, e in self._failing.items()]
+        return reg._summary_of(failing, first, len(stuck), self._progress)
 
     def _topic_sums(
         self, todo: set[tuple[str, int]], stats_of: dict[tuple[str, int], PartitionStats],

@@ -35,6 +35,7 @@ from mirrorlib.core.plans import (
     TopicConfigEntry,
     TopicPlan,
     TopicSnapshot,
+    comparison_turn,
     plan_acls,
     plan_topic_configs,
     plan_topics,
@@ -618,3 +619,14 @@ def test_plans_is_pure() -> None:
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_comparison_turns_are_stable_and_spread() -> None:
+    names = [f"topic-{i}" for i in range(10_000)]
+    turns = [comparison_turn(n, 10) for n in names]
+    assert turns == [comparison_turn(n, 10) for n in names]
+    assert {t: turns.count(t) for t in range(10)}.keys() == set(range(10))
+    assert all(800 < turns.count(t) < 1200 for t in range(10))
+    assert comparison_turn("x", 1) == 0
+    with pytest.raises(ValueError):
+        comparison_turn("x", 0)

@@ -20,7 +20,13 @@ from mirrorlib.errors import (
     SecurityDisabledError,
     TopicAuthorizationError,
 )
-from mirrorlib.kafka.admin import from_acl_binding, from_config_entry, kafka_error, to_acl_binding
+from mirrorlib.kafka.admin import (
+    EntryConverter,
+    from_acl_binding,
+    from_config_entry,
+    kafka_error,
+    to_acl_binding,
+)
 
 
 def test_config_entry_sources_as_ints_or_enums() -> None:
@@ -31,6 +37,51 @@ def test_config_entry_sources_as_ints_or_enums() -> None:
     assert from_config_entry(entry) == TopicConfigEntry.default("2")
     entry = ConfigEntry("x", None, source=99, is_sensitive=True, is_read_only=True)
     assert from_config_entry(entry) == TopicConfigEntry(None, False, True, True, "UNKNOWN_CONFIG")
+
+
+def test_entry_converter_converts_like_from_config_entry_and_shares_equal_entries() -> None:
+    convert = EntryConverter()
+    raw = [
+        ConfigEntry("retention.ms", "1", source=1),
+        ConfigEntry("segment.bytes", "2", source=ConfigSource.DEFAULT_CONFIG, is_default=True),
+        ConfigEntry("x", None, source=99, is_sensitive=True, is_read_only=True),
+    ]
+    for entry in raw:
+        assert convert(entry) == from_config_entry(entry)
+    again = ConfigEntry("retention.ms", "1", source=1)
+    assert convert(again) is convert(raw[0])
+    assert convert(ConfigEntry("retention.ms", "2", source=1)) == TopicConfigEntry.override("2")
+
+
+def test_entry_converter_forgets_past_its_bound() -> None:
+    convert = EntryConverter(kept=2)
+    for value in "abcde":
+        assert convert(ConfigEntry("k", value, source=1)) == TopicConfigEntry.override(value)
+
+
+def test_entry_converter_gives_back_the_previous_mapping_when_nothing_changed() -> None:
+    convert = EntryConverter()
+
+    def described(retention: str) -> dict[str, ConfigEntry]:
+        return {
+            "retention.ms": ConfigEntry("retention.ms", retention, source=1),
+            "segment.bytes": ConfigEntry("segment.bytes", "2", source=5, is_default=True),
+        }
+
+    first = convert.entries(described("1"))
+    assert first == {
+        "retention.ms": TopicConfigEntry.override("1"),
+        "segment.bytes": TopicConfigEntry.default("2"),
+    }
+    assert convert.entries(described("1"), previous=first) is first
+    changed = convert.entries(described("5"), previous=first)
+    assert changed == {**first, "retention.ms": TopicConfigEntry.override("5")}
+    fewer = {"retention.ms": first["retention.ms"]}
+    assert convert.entries(described("1"), previous=fewer) == first  # an entry more: new
+    wanted = frozenset({"segment.bytes"})
+    only = convert.entries(described("1"), wanted)
+    assert only == {"segment.bytes": TopicConfigEntry.default("2")}
+    assert convert.entries(described("9"), wanted, previous=only) is only
 
 
 @pytest.mark.parametrize(

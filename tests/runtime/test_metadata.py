@@ -6,11 +6,12 @@ import pytest
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.plans import comparison_turn
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.kafka.admin import ClusterAdmin
 from mirrorlib.runtime import metadata
-from mirrorlib.runtime.metadata import MetadataTask
+from mirrorlib.runtime.metadata import CONFIGS_FULL_EVERY, MetadataTask
 from mirrorlib.testing.fakes import FakeAdminClient
 
 
@@ -147,12 +148,19 @@ def test_config_sync_describes_only_remote_topics_whose_source_configs_changed()
     task, _ = make_task(source, target)
     task.refresh_topics()
     task.sync_topic_configs()  # the first cycle compares every remote topic
+    turn = 1  # the second cycle's: only the topics of this turn are compared
+    due = {
+        f"A.{t}" for t in ("orders", "payments") if comparison_turn(t, CONFIGS_FULL_EVERY) == turn
+    }
     target.described.clear()
     task.sync_topic_configs()
-    assert not target.described
+    assert set(target.described) == due
     source.overrides["orders"] = {"retention.ms": "1000"}
+    target.described.clear()
     task.sync_topic_configs()
-    assert set(target.described) == {"A.orders"}
+    turn = 2
+    due = {f"A.{t}" for t in ("payments",) if comparison_turn(t, CONFIGS_FULL_EVERY) == turn}
+    assert set(target.described) == {"A.orders"} | due
     assert target.overrides["A.orders"] == {"retention.ms": "1000"}
     assert "A.payments" not in target.overrides
 
@@ -168,3 +176,20 @@ def test_config_sync_puts_back_configs_altered_on_the_target() -> None:
     for _ in range(metadata.CONFIGS_FULL_EVERY):
         task.sync_topic_configs()
     assert target.overrides["A.orders"] == {"retention.ms": "1000"}
+
+
+def test_config_sync_compares_every_remote_topic_once_per_full_round() -> None:
+    names = [f"t{i}" for i in range(200)]
+    source = FakeAdminClient(dict.fromkeys(names, 1))
+    target = FakeAdminClient()
+    task, _ = make_task(source, target)
+    task.refresh_topics()
+    task.sync_topic_configs()  # the first cycle compares every remote topic
+    target.described.clear()
+    per_cycle = []
+    for _ in range(CONFIGS_FULL_EVERY):
+        before = sum(target.described.values())
+        task.sync_topic_configs()
+        per_cycle.append(sum(target.described.values()) - before)
+    assert target.described == dict.fromkeys((f"A.{n}" for n in names), 1)
+    assert max(per_cycle) < len(names) / 2  # a share each cycle, not all at once

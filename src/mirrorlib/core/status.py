@@ -484,6 +484,26 @@ class PartitionStats:
             self._rate_mark = (when, records, nbytes)
 
 
+def _lag(s: PartitionStats, now_ms: int) -> tuple[int | None, float | None]:
+    """A partition's replication lag in records and in seconds (``None``: unknown): the
+    records between its position and the source's end offset, and, while some wait, the age
+    of the newest replicated record (0 when caught up)."""
+    position, end = s.position, s.end_offset
+    if end is None or position is None:
+        return None, None
+    if end <= position:
+        return 0, 0.0
+    tail = s.tail_timestamp_ms
+    return end - position, (None if tail is None else max(now_ms - tail, 0) / 1000.0)
+
+
+def _is_waiting(s: PartitionStats) -> bool:
+    """Whether records wait in the partition (its end offset is past its position, or its
+    position is not known yet)."""
+    end = s.end_offset
+    return end is not None and (s.position is None or end > s.position)
+
+
 @attrs.frozen
 class PartitionStatus:
     """One replicated source partition, as seen by this process."""
@@ -661,19 +681,10 @@ class StatsRegistry:
 
     def _row(self, key: tuple[str, int], s: PartitionStats, now_ms: int, now: float) -> _Row:
         """What the status and the metrics show of one partition (``now``: monotonic)."""
-        position, end = s.position, s.end_offset
-        lag = None
-        if end is not None and position is not None:
-            lag = max(end - position, 0)
-        lag_seconds: float | None = None
-        if lag == 0:
-            lag_seconds = 0.0
-        elif lag is not None and s.tail_timestamp_ms is not None:
-            lag_seconds = max(now_ms - s.tail_timestamp_ms, 0) / 1000.0
+        lag, lag_seconds = _lag(s, now_ms)
         stalled = None
         idle = now - s.progress_at
-        waiting = end is not None and (position is None or end > position)
-        if waiting and idle > self.stall_after:
+        if _is_waiting(s) and idle > self.stall_after:
             what = "unknown number of" if lag is None else str(lag)
             stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
         return _Row(key[0], key[1], s, lag, lag_seconds, stalled)
@@ -682,24 +693,30 @@ class StatsRegistry:
         self, items: list[tuple[tuple[str, int], PartitionStats]], rows: list[_Row]
     ) -> FlowSummary:
         """The flow's state, errors and stall reason from its partitions' ``rows``."""
+        stuck = [r for r in rows if r.stalled]
         return self._summary_of(
             [(r.topic, r.partition, r.stats.error) for r in rows if r.stats.error],
-            [r for r in rows if r.stalled],
+            min(stuck, key=lambda r: (r.topic, r.partition), default=None),
+            len(stuck),
             max((s.progress_at for _, s in items), default=0.0),
         )
 
     def _summary_of(
-        self, failing: list[tuple[str, int, str]], stuck: list[_Row], progress: float
+        self,
+        failing: list[tuple[str, int, str]],
+        first: _Row | None,
+        stuck: int,
+        progress: float,
     ) -> FlowSummary:
         """The flow's state, errors and stall reason from its partitions' errors (``failing``),
-        its stalled partitions' rows and the last time a partition made ``progress``."""
+        the row of its first stalled partition (by topic and partition), how many are
+        ``stuck`` and the last time a partition made ``progress``."""
         errors = self.errors() + tuple(
             f"{topic}-{partition}: {error}" for topic, partition, error in sorted(failing)
         )
         reasons = self._client_stalls(progress)
-        if stuck:
-            first = min(stuck, key=lambda r: (r.topic, r.partition))
-            more = f" (and {len(stuck) - 1} more partition(s))" if len(stuck) > 1 else ""
+        if first is not None:
+            more = f" (and {stuck - 1} more partition(s))" if stuck > 1 else ""
             reasons.append(f"{first.topic}-{first.partition}: {first.stalled}{more}")
         state = self.state
         if state in (FlowState.RUNNING, FlowState.STARTING) and reasons:
@@ -712,7 +729,7 @@ class StatsRegistry:
             state=state,
             errors=errors,
             stalled="; ".join(reasons) or None,
-            stalled_partitions=len(stuck),
+            stalled_partitions=stuck,
         )
 
     def snapshot(self) -> FlowStatus:
@@ -870,7 +887,8 @@ class StatsRegistry:
         for r in rows:
             s = r.stats
             labels = (*flow, s.remote_topic, str(r.partition))
-            for column, value in zip(columns, _partition_values(r), strict=True):
+            values = _partition_values(s, r.lag_records, r.lag_seconds, bool(r.stalled))
+            for column, value in zip(columns, values, strict=False):  # the worker: below
                 if value is not None:  # unknown: no sample
                     column.append((labels, value))
             if s.worker is not None:
@@ -955,31 +973,38 @@ _PER_PARTITION = (
 )  # fmt: skip
 
 
-def _partition_values(row: _Row) -> tuple[float | None, ...]:
-    """A partition's samples of :data:`_PER_PARTITION` (``None``: no sample)."""
-    s = row.stats
+def _partition_values(
+    s: PartitionStats, lag: int | None, lag_seconds: float | None, stalled: bool
+) -> tuple[float | None, ...]:
+    """A partition's samples of :data:`_PER_PARTITION`, then of ``partition_worker``
+    (``None``: no sample), from its counters and what :func:`_lag` and the stall rule give."""
+    worker = s.worker
     return (
         float(s.record_count), float(s.byte_count), float(s.lost_records),
-        None if row.lag_records is None else float(row.lag_records), row.lag_seconds,
-        1.0 if row.stalled else 0.0,
+        None if lag is None else float(lag), lag_seconds, 1.0 if stalled else 0.0,
+        None if worker is None else float(worker),
     )  # fmt: skip
 
+
+_COLUMNS = range(len(_PER_PARTITION) + 1)
+_ABSENT = float("nan")  # a sample not written yet: unequal to every value, None included
+_LAG_SECONDS = _PER_PARTITION.index("replication_lag_seconds")
+_STALLED = _PER_PARTITION.index("partition_stalled")
 
 #: The per-worker metrics (``tasks.max`` > 1), in the order of :data:`METRICS`.
 _PER_WORKER = ("worker_partitions", "worker_record_rate", "worker_restarts_total")
 
 
 class _Seen:
-    """A partition as a cursor last read it."""
+    """A partition as a cursor last read it: its samples of :data:`_PER_PARTITION` and its
+    worker (``partition_worker``), in that order."""
 
-    __slots__ = ("labels", "lag_seconds", "stalled", "stats")
+    __slots__ = ("labels", "stats", "values")
 
-    def __init__(self, stats: PartitionStats, labels: tuple[str, ...], lag_seconds: float | None,
-                 stalled: bool) -> None:  # fmt: skip
+    def __init__(self, stats: PartitionStats, labels: tuple[str, ...]) -> None:
         self.stats = stats
         self.labels = labels
-        self.lag_seconds = lag_seconds
-        self.stalled = stalled
+        self.values: list[float | None] = [_ABSENT] * len(_COLUMNS)  # none written yet
 
 
 class MetricsCursor:
@@ -1069,47 +1094,65 @@ class MetricsCursor:
         flow = (reg.source, reg.target)
         now_ms = int(time.time() * 1000)
         seen, stats_of = self._seen, self._stats
+        waiting, failing, stall_after = self._waiting, self._failing, reg.stall_after
         changed: dict[str, list[Sample]] = {
             name: [] for name in (*_PER_PARTITION, "partition_worker")
         }
+        columns = list(changed.values())  # in the order of _partition_values
         lag_s, stalled = changed["replication_lag_seconds"], changed["partition_stalled"]
-        workers = changed["partition_worker"]
-        stuck: list[_Row] = []
-        for key in todo | self._waiting:
+        stuck: list[tuple[str, int]] = []  # stalled partitions (rows: only the first one's)
+        progress = self._progress
+        for key in todo | waiting:
             s = stats_of[key]
-            self._progress = max(self._progress, s.progress_at)
-            if s.error:
-                self._failing[key] = s.error
+            at = s.progress_at
+            progress = max(progress, at)
+            error = s.error
+            if error:
+                failing[key] = error
+            elif failing:
+                failing.pop(key, None)
+            lag, lag_seconds = _lag(s, now_ms)
+            stall = _is_waiting(s)
+            if stall:
+                waiting.add(key)
+                stall = now - at > stall_after  # what _row calls stalled
+                if stall:
+                    stuck.append(key)
             else:
-                self._failing.pop(key, None)
-            row = reg._row(key, s, now_ms, now)
-            if row.stalled:
-                stuck.append(row)
-            waiting = row.stats.end_offset is not None and (
-                row.stats.position is None or row.stats.end_offset > row.stats.position
-            )
-            if waiting:
-                self._waiting.add(key)
-            else:
-                self._waiting.discard(key)
+                waiting.discard(key)
             last = seen.get(key)
             if last is not None and key not in todo:  # only what changes with time
-                if row.lag_seconds != last.lag_seconds:
-                    lag_s.append((key, last.labels, row.lag_seconds))
-                    last.lag_seconds = row.lag_seconds
-                if bool(row.stalled) != last.stalled:
-                    stalled.append((key, last.labels, 1.0 if row.stalled else 0.0))
-                    last.stalled = not last.stalled
+                known = last.values
+                if lag_seconds != known[_LAG_SECONDS]:
+                    lag_s.append((key, last.labels, lag_seconds))
+                    known[_LAG_SECONDS] = lag_seconds
+                flag = 1.0 if stall else 0.0
+                if flag != known[_STALLED]:
+                    stalled.append((key, last.labels, flag))
+                    known[_STALLED] = flag
                 continue
-            labels = last.labels if last is not None and last.stats is s else None
-            labels = labels or (*flow, s.remote_topic, str(key[1]))
-            for name, value in zip(_PER_PARTITION, _partition_values(row), strict=True):
-                changed[name].append((key, labels, value))
-            workers.append((key, labels, None if s.worker is None else float(s.worker)))
-            seen[key] = _Seen(s, labels, row.lag_seconds, bool(row.stalled))
-        failing = [(k[0], k[1], e) for k, e in self._failing.items()]
-        summary = reg._summary_of(failing, stuck, self._progress)
+            values = _partition_values(s, lag, lag_seconds, stall)
+            if last is None or last.stats is not s:  # new: every sample
+                last = seen[key] = _Seen(s, (*flow, s.remote_topic, str(key[1])))
+            labels, known = last.labels, last.values
+            for i in _COLUMNS:  # only the samples whose value changed
+                value = values[i]
+                if value != known[i]:
+                    columns[i].append((key, labels, value))
+                    known[i] = value
+        self._progress = progress
+        summary = self._summary(stuck, now_ms, now)
         return changed, summary, self._topic_sums(todo, stats_of, now)
+
+    def _summary(self, stuck: list[tuple[str, int]], now_ms: int, now: float) -> FlowSummary:
+        """The flow's summary, given its stalled partitions (``stuck``) at this read."""
+        reg = self.registry
+        first = None
+        if stuck:
+            key = min(stuck)
+            first = reg._row(key, self._stats[key], now_ms, now)
+        failing = [(k[0], k[1], e) for k, e in self._failing.items()]
+        return reg._summary_of(failing, first, len(stuck), self._progress)
 
     def _topic_sums(
         self, todo: set[tuple[str, int]], stats_of: dict[tuple[str, int], PartitionStats],

@@ -84,6 +84,7 @@ __all__ = [
     "BrokerInfo",
     "ClusterAdmin",
     "ClusterDescription",
+    "EntryConverter",
     "Outcome",
     "from_acl_binding",
     "from_config_entry",
@@ -186,6 +187,71 @@ def from_config_entry(entry: Any) -> TopicConfigEntry:
         is_read_only=bool(entry.is_read_only),
         source=source,
     )
+
+
+#: Most distinct converted config entries an :class:`EntryConverter` remembers.
+CONVERTED_ENTRIES_KEPT: Final = 200_000
+
+
+class EntryConverter:
+    """:func:`from_config_entry` remembering what it converted: entries with the same value
+    and flags give the same (frozen, shared) :class:`~mirrorlib.core.plans.TopicConfigEntry`.
+
+    Describing 100,000 topics yields millions of entries but few distinct ones (most are
+    defaults); sharing them makes a describe cheap and equal configs compare by identity.
+    At most ``kept`` distinct entries are remembered (forgotten all at once past that)."""
+
+    __slots__ = ("_kept", "_known")
+
+    def __init__(self, kept: int = CONVERTED_ENTRIES_KEPT) -> None:
+        self._kept = kept
+        self._known: dict[tuple[Any, ...], TopicConfigEntry] = {}
+
+    def __call__(self, entry: Any) -> TopicConfigEntry:
+        raw = (entry.value, entry.is_default, entry.is_sensitive, entry.is_read_only, entry.source)
+        try:
+            converted = self._known.get(raw)
+        except TypeError:  # an unhashable field: convert without remembering
+            return from_config_entry(entry)
+        if converted is None:
+            if len(self._known) >= self._kept:
+                self._known.clear()
+            converted = self._known[raw] = from_config_entry(entry)
+        return converted
+
+    def entries(
+        self,
+        described: Mapping[str, Any],
+        wanted: frozenset[str] | None = None,
+        previous: Mapping[str, TopicConfigEntry] | None = None,
+    ) -> Mapping[str, TopicConfigEntry]:
+        """Config name → converted entry of one described topic (only ``wanted`` names):
+        ``previous`` itself when it holds the same entries (nothing new is made)."""
+        if previous is not None and self._same(described, wanted, previous):
+            return previous
+        return {key: self(e) for key, e in described.items() if wanted is None or key in wanted}
+
+    def _same(
+        self,
+        described: Mapping[str, Any],
+        wanted: frozenset[str] | None,
+        previous: Mapping[str, TopicConfigEntry],
+    ) -> bool:
+        known = self._known
+        count = 0
+        for key, e in described.items():
+            if wanted is not None and key not in wanted:
+                continue
+            try:
+                converted = known.get(
+                    (e.value, e.is_default, e.is_sensitive, e.is_read_only, e.source)
+                )
+            except TypeError:
+                return False
+            if converted is None or previous.get(key) is not converted:
+                return False
+            count += 1
+        return count == len(previous)
 
 
 def _enum_name(value: Any) -> str:
@@ -326,6 +392,7 @@ class ClusterAdmin:
         self.timeout = timeout
         self.client: Any = client
         self._no_authorizer_logged = False
+        self._convert = EntryConverter()  # described config entries, shared across describes
 
     def __repr__(self) -> str:
         return f"<ClusterAdmin {self.alias}>"
@@ -387,10 +454,12 @@ class ClusterAdmin:
         *,
         keys: Iterable[str] | None = None,
         timeout: float | None = None,
-    ) -> dict[str, dict[str, TopicConfigEntry]]:
+        previous: Mapping[str, Mapping[str, TopicConfigEntry]] | None = None,
+    ) -> dict[str, Mapping[str, TopicConfigEntry]]:
         """Topic → config name → :class:`~mirrorlib.core.plans.TopicConfigEntry` (every entry
         Kafka describes, or only those named in ``keys``). Topics that no longer exist are left
-        out."""
+        out. A topic whose entries are those of its mapping in ``previous`` (an earlier answer)
+        gets that very mapping back: nothing new is made for it, and it compares by identity."""
         wanted = None if keys is None else frozenset(keys)
         names = sorted(set(topics))
         if not names:
@@ -401,7 +470,9 @@ class ClusterAdmin:
             "describe configs",
             lambda: self.client.describe_configs(resources, request_timeout=t),
         )
-        out: dict[str, dict[str, TopicConfigEntry]] = {}
+        out: dict[str, Mapping[str, TopicConfigEntry]] = {}
+        convert = self._convert
+        before = previous or {}
         for resource, future in futures.items():
             name = resource.name
             try:
@@ -411,11 +482,7 @@ class ClusterAdmin:
                     log.debug("cluster %s: topic %s vanished before describe", self.alias, name)
                     continue
                 raise self._error(exc, f"describe configs of topic {name}", name) from exc
-            out[name] = {
-                key: from_config_entry(e)
-                for key, e in entries.items()
-                if wanted is None or key in wanted
-            }
+            out[name] = convert.entries(entries, wanted, before.get(name))
         return out
 
     def snapshot(

@@ -26,6 +26,7 @@ from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.plans import (
     TopicConfigEntry,
     TopicSnapshot,
+    comparison_turn,
     plan_acls,
     plan_topic_configs,
     plan_topics,
@@ -55,9 +56,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds after which a remote topic's cached ``max.message.bytes`` is read again.
 LIMITS_MAX_AGE: Final = 3600.0
-#: Topic config sync compares every remote topic with its source topic every this many cycles
-#: (in between, only those whose source configs changed): configs altered on the target are put
-#: back within this many ``sync.topic.configs.interval.seconds``.
+#: Topic config sync compares every remote topic with its source topic once every this many
+#: cycles, a different tenth of them each cycle (besides those whose source configs changed):
+#: configs altered on the target are put back within this many
+#: ``sync.topic.configs.interval.seconds``.
 CONFIGS_FULL_EVERY: Final = 10
 #: Most cached ``max.message.bytes`` read again per topic refresh.
 LIMITS_REFRESH_BATCH: Final = 1000
@@ -114,8 +116,10 @@ class MetadataTask:
         self._limits_read: dict[str, float] = {}  # remote topic -> monotonic time it was read
         # topic config sync: source topic -> its configs the remote topic was last found or
         # made to agree with; a cycle compares every remote only every CONFIGS_FULL_EVERY
-        self._configs_synced: dict[str, dict[str, TopicConfigEntry]] = {}
+        self._configs_synced: dict[str, Mapping[str, TopicConfigEntry]] = {}
         self._configs_cycles = 0
+        # source topic -> its cycle of every CONFIGS_FULL_EVERY (None: not replicated)
+        self._configs_turns: dict[str, int | None] = {}
 
     # -- admin clients -------------------------------------------------------------------------
 
@@ -419,25 +423,34 @@ class MetadataTask:
         """Make the remote topics' configs follow their source topics' (MM2's
         ``syncTopicConfigs``: the same properties are synced and excluded).
 
-        Every source topic's configs are described each cycle (one request); remote topics are
+        Every source topic's configs are described each cycle (one request; the entries are
+        converted once and shared, so unchanged configs compare cheaply); remote topics are
         described and compared only for the source topics whose configs changed since their
-        remote was last found or made to agree, or were not seen before — and every one of
-        them each :data:`CONFIGS_FULL_EVERY` cycles, which also puts back configs altered on
-        the target (MM2 writes every remote topic's configs every cycle)."""
+        remote was last found or made to agree, or were not seen before — and each cycle for
+        the tenth of the topics whose turn it is (:func:`~mirrorlib.core.plans.comparison_turn`),
+        so every one is compared each :data:`CONFIGS_FULL_EVERY` cycles, which also puts back
+        configs altered on the target (MM2 writes every remote topic's configs every cycle)."""
         s = self.s
         source, target = self._admins()
         counts = source.list_topics()
-        candidates = [t for t in counts if s.should_replicate_topic(t)]
-        described = source.describe_configs(candidates)
-        full = self._configs_cycles % CONFIGS_FULL_EVERY == 0
-        self._configs_cycles += 1
+        turns = self._configs_turns
+        for gone in [t for t in turns if t not in counts]:
+            del turns[gone]
+        for fresh in [t for t in counts if t not in turns]:
+            replicated = s.should_replicate_topic(fresh)
+            turns[fresh] = comparison_turn(fresh, CONFIGS_FULL_EVERY) if replicated else None
+        candidates = [t for t in counts if turns[t] is not None]
         synced = self._configs_synced
+        described = source.describe_configs(candidates, previous=synced)
+        turn = self._configs_cycles % CONFIGS_FULL_EVERY
+        self._configs_cycles += 1
         for gone in [t for t in synced if t not in described]:
             del synced[gone]
         changed = [
             TopicSnapshot(name, counts[name], configs)
             for name, configs in described.items()
-            if full or synced.get(name) != configs
+            if turns[name] == turn
+            or ((last := synced.get(name)) is not configs and last != configs)
         ]
         if not changed:
             return

@@ -39,7 +39,7 @@ from mirrorlib.errors import ConfigError
 if TYPE_CHECKING:
     from mirrorlib.runtime.replicator import Replicator
 
-__all__ = ["Exposition", "ReplicatorCollector", "start_http_server"]
+__all__ = ["Exposition", "ReplicatorCollector", "go_float", "start_http_server"]
 
 _UP = (FlowState.STARTING, FlowState.RUNNING, FlowState.DEGRADED, FlowState.STALLED)
 _UP_HELP = (
@@ -48,7 +48,6 @@ _UP_HELP = (
 _ERRORS_HELP = "Errors the flow reports now (components, clusters, partitions); see the status."
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _INF = float("inf")
-_VALUE_CACHE = 100_000  # formatted values remembered
 
 
 def _require() -> Any:
@@ -115,6 +114,28 @@ class ReplicatorCollector:
         yield errors
 
 
+def go_float(value: float) -> str:
+    """``value`` as Prometheus' text format writes it: ``prometheus_client.utils.floatToGoString``
+    (Go's formatting: ``1.5``, ``10.0``, ``1.234567e+06``, ``+Inf``, ``NaN``), quicker for the
+    finite floats that are most samples."""
+    if value.__class__ is int:
+        value = float(value)
+    if value.__class__ is float:
+        if -1e6 < value < 1e6:  # finite, no exponent
+            return repr(value)
+        if 1e6 <= value < _INF:  # Go switches to exponents sooner than Python
+            text = repr(value)
+            dot = text.find(".")
+            if dot > 6:
+                mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+                return f"{mantissa}e+{dot - 1:02d}"
+            return text
+    from prometheus_client.utils import floatToGoString
+
+    go: Callable[[float], str] = floatToGoString
+    return go(value)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
@@ -132,6 +153,14 @@ class _Layout:
         self.order = sorted(range(len(labels)), key=lambda i: labels[i])
         if bucket:  # the bucket's `le` label goes in its sorted place
             self.le_at = sum(1 for n in labels if n < "le")
+        self._bounds: dict[float, str] = {}
+
+    def bound(self, le: float) -> str:
+        """A bucket's upper bound as its ``le`` label writes it."""
+        text = self._bounds.get(le)
+        if text is None:
+            text = self._bounds[le] = "+Inf" if le == _INF else repr(le)
+        return text
 
     def labelstr(self, values: tuple[str, ...]) -> str:
         return ",".join(f'{self.labels[i]}="{_escape(values[i])}"' for i in self.order)
@@ -148,22 +177,11 @@ class Exposition:
     """
 
     def __init__(self, source: Replicator, prefix: str = "mirrorlib") -> None:
-        from prometheus_client.utils import floatToGoString
-
         self.source = source
         self.prefix = prefix
-        self._go: Callable[[float], str] = floatToGoString
         self._layouts: dict[str, _Layout] = {}
-        self._values: dict[float, str] = {}
         self._flows: dict[int, _Flow] = {}  # by id() of the flow's StatsRegistry
-
-    def _float(self, value: float) -> str:
-        text = self._values.get(value)
-        if text is None:
-            if len(self._values) > _VALUE_CACHE:
-                self._values.clear()
-            text = self._values[value] = self._go(value)
-        return text
+        self._float: Callable[[float], str] = go_float
 
     def _layout(self, spec: MetricSpec) -> _Layout:
         layout = self._layouts.get(spec.name)
@@ -179,19 +197,30 @@ class Exposition:
         help_text = _help(spec.help + (f" MM2: {spec.mm2}." if spec.mm2 else ""))
         return f"# HELP {name} {help_text}\n# TYPE {name} {spec.kind}\n"
 
-    def _histogram(self, layout: _Layout, labels: tuple[str, ...], value: HistogramValue) -> str:
+    def _histogram(
+        self,
+        layout: _Layout,
+        labels: tuple[str, ...],
+        value: HistogramValue,
+        heads: tuple[str, str, str] | None = None,
+    ) -> str:
+        """The lines of one histogram sample (``heads``: its :meth:`_heads`, if known)."""
+        before, after, plain = heads or self._heads(layout, labels)
+        number, bound = self._float, layout.bound
+        out = [f"{before}{bound(le)}{after}{number(n)}\n" for le, n in value.buckets]
+        out.append(f"{layout.name}_count{plain} {number(value.count)}\n")
+        out.append(f"{layout.name}_sum{plain} {number(value.sum)}\n")
+        return "".join(out)
+
+    @staticmethod
+    def _heads(layout: _Layout, labels: tuple[str, ...]) -> tuple[str, str, str]:
+        """A histogram sample's text before and after its bucket's ``le``, and its labels."""
         pairs = [f'{layout.labels[i]}="{_escape(labels[i])}"' for i in layout.order]
         before, after = ",".join(pairs[: layout.le_at]), ",".join(pairs[layout.le_at :])
         before = f'{layout.name}_bucket{{{before}{"," if before else ""}le="'
         after = f'"{"," if after else ""}{after}}} '
-        out = [
-            f"{before}{'+Inf' if le == _INF else repr(le)}{after}{self._float(n)}\n"
-            for le, n in value.buckets
-        ]
         plain = "{" + ",".join(pairs) + "}" if pairs else ""
-        out.append(f"{layout.name}_count{plain} {self._float(value.count)}\n")
-        out.append(f"{layout.name}_sum{plain} {self._float(value.sum)}\n")
-        return "".join(out)
+        return before, after, plain
 
     def render(self, now: float | None = None) -> bytes:
         """The text of one scrape (``now``: its :func:`time.monotonic` time, by default now).
@@ -274,33 +303,38 @@ class Exposition:
             lines, prefixes = section.lines, section.prefixes
             section.lines = {key: lines.get(key, b"") for key in delta.keys}
             section.prefixes = {key: p for key in delta.keys if (p := prefixes.get(key))}
+            section.heads = {k: h for k in delta.keys if (h := section.heads.get(k))}
             section.joined = None
         if not delta.changed:
             return
         section.joined = None
         layout = self._layout(delta.spec)
-        numbers, number = self._values, self._float
-        lines, prefixes = section.lines, section.prefixes
+        number = self._float
+        lines, prefixes, heads = section.lines, section.prefixes, section.heads
         for key, labels, value in delta.changed:
             if value is None:
                 lines[key] = b""
             elif isinstance(value, HistogramValue):
-                lines[key] = self._histogram(layout, labels, value).encode()
+                head = heads.get(key)
+                if head is None:
+                    head = heads[key] = self._heads(layout, labels)
+                lines[key] = self._histogram(layout, labels, value, head).encode()
             else:
                 prefix = prefixes.get(key)
                 if prefix is None:  # the sample's name and labels: the same for its life
                     prefix = prefixes[key] = f"{layout.name}{{{layout.labelstr(labels)}}} "
-                lines[key] = f"{prefix}{numbers.get(value) or number(value)}\n".encode()
+                lines[key] = f"{prefix}{number(value)}\n".encode()
 
 
 class _Section:
     """The written samples of one metric of one flow, by sample key, in order."""
 
-    __slots__ = ("joined", "lines", "prefixes")
+    __slots__ = ("heads", "joined", "lines", "prefixes")
 
     def __init__(self) -> None:
         self.lines: dict[SampleKey, bytes] = {}
         self.prefixes: dict[SampleKey, str] = {}  # name and labels of each sample
+        self.heads: dict[SampleKey, tuple[str, str, str]] = {}  # the same of histograms
         self.joined: bytes | None = None
 
     def text(self) -> bytes:
@@ -326,9 +360,10 @@ def start_http_server(
     """Serve ``/metrics`` for ``replicator`` on ``addr:port`` in a background thread.
 
     Returns the server (call ``.shutdown()`` to stop it). Without ``registry`` the replicator's
-    metrics are written by :class:`Exposition` (a scrape writes again only what changed: about
-    0.15 CPU-s for 100,000 idle partitions, seconds when all of them moved); with one, the replicator's collector is registered in it and the whole registry
-    is served by prometheus-client.
+    metrics are written by :class:`Exposition` (a scrape writes again only the samples whose
+    value changed: about 0.15 CPU-s for 100,000 idle partitions, seconds when all of them moved);
+    with one, the replicator's collector is registered in it and the whole registry is served by
+    prometheus-client.
     """
     prometheus_client = _require()
     if registry is not None:

@@ -51,7 +51,12 @@ Better than MM2:
 """
 
 from mirrorlib.core.plans.acls import plan_acls, should_replicate_acl, target_acl_rule
-from mirrorlib.core.plans.configs import DefaultsFrom, plan_topic_configs, target_config
+from mirrorlib.core.plans.configs import (
+    DefaultsFrom,
+    comparison_turn,
+    plan_topic_configs,
+    target_config,
+)
 from mirrorlib.core.plans.snapshots import (
     AclOperation,
     AclPermission,
@@ -106,6 +111,7 @@ __all__ = [
     "TopicConfigEntry",
     "TopicPlan",
     "TopicSnapshot",
+    "comparison_turn",
     "plan_acls",
     "plan_topic_configs",
     "plan_topics",

@@ -7,6 +7,7 @@ plans incremental changes of remote topics already on the target.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -16,7 +17,13 @@ from mirrorlib.core.plans.snapshots import ConfigSource, TopicConfigEntry
 from mirrorlib.core.plans.steps import AlterTopicConfigs, ConfigOp, ConfigPlan, Step
 from mirrorlib.core.policy import ReplicationPolicy
 
-__all__ = ["MM2_DEFAULT_CONFIG_FILTER", "DefaultsFrom", "plan_topic_configs", "target_config"]
+__all__ = [
+    "MM2_DEFAULT_CONFIG_FILTER",
+    "DefaultsFrom",
+    "comparison_turn",
+    "plan_topic_configs",
+    "target_config",
+]
 
 #: ``"target"`` / ``"source"`` (``use.defaults.from``), or MM2's per-property
 #: ``ConfigPropertyFilter.shouldReplicateSourceDefault`` as a callable (property → copy the
@@ -125,3 +132,13 @@ def plan_topic_configs(
         if ops:
             steps.append(AlterTopicConfigs(name, ops, source_topic=topic))
     return ConfigPlan(steps, skipped)
+
+
+def comparison_turn(topic: str, cycles: int) -> int:
+    """The cycle (``0 <= turn < cycles``) of every ``cycles`` in which a periodic comparison
+    of ``topic`` takes place: stable across processes and independent of the other topics, so
+    comparing the topics whose turn it is each cycle compares every topic once per ``cycles``
+    cycles, about ``1/cycles`` of them at a time."""
+    if cycles < 1:
+        raise ValueError(f"cycles must be at least 1, not {cycles}")
+    return zlib.crc32(topic.encode()) % cycles

@@ -11,6 +11,7 @@ from mirrorlib import (
 )
 from mirrorlib.core.checkpointing import (
     CheckpointStore,
+    PromptSchedule,
     checkpoints_for_group,
     group_offsets_to_sync,
     next_emission,
@@ -137,3 +138,36 @@ def test_store_keeps_fields_and_answers_with_checkpoints() -> None:
             store.group("g").values(), found
         )
     assert store.offsets_to_sync("g", target) == {a1: OffsetAndMetadata(51)}
+
+
+def test_prompt_passes_coalesce_commits_and_space_each_group() -> None:
+    sched = PromptSchedule(group_spacing=0.25, pass_spacing=0.125)
+    assert not sched and sched.next_due() is None and sched.due(0.0) == set()
+    sched.add(["g1", "g2"])
+    assert sched.next_due() == float("-inf")  # never passed: due at once
+    assert sched.due(10.0) == {"g1", "g2"} and not sched
+    # g1 commits again at once: it waits for its group spacing; g3's first commit waits for
+    # the pass spacing only
+    sched.add(["g1", "g3"])
+    assert sched.due(10.0625) == set()
+    assert sched.next_due() == 10.125
+    assert sched.due(10.125) == {"g3"}
+    assert sched.next_due() == 10.25
+    assert sched.due(10.25) == {"g1"}
+    # a burst of commits (of g2, and g3 again) before the next pass: written in one pass
+    sched.add(["g2", "g3"])
+    sched.add(["g2"])
+    assert sched.due(10.375) == {"g2", "g3"} and sched.due(11.0) == set()
+
+
+def test_a_fixed_rate_cycle_takes_every_waiting_group_and_counts_as_a_pass() -> None:
+    sched = PromptSchedule(group_spacing=1.0, pass_spacing=0.0)
+    sched.add(["g"])
+    assert sched.due(5.0) == {"g"}
+    sched.add(["g"])
+    assert sched.due(5.5) == set()  # checkpoints on commit off: one pass per interval
+    assert sched.take_all(5.6) == {"g"} and not sched
+    sched.passed({"g"}, 5.6)
+    sched.add(["g"])
+    assert sched.due(6.5) == set()
+    assert sched.due(6.6) == {"g"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -59,8 +61,9 @@ class _Source:
         return {g: dict(self.offsets.get(g, {})) for g in groups}
 
 
-def _task() -> CheckpointTask:
+def _task(extra: str = "") -> CheckpointTask:
     props = "clusters=A,B A.bootstrap.servers=a:1 B.bootstrap.servers=b:1 A->B.enabled=true"
+    props += f" {extra}" if extra else ""
     cfg = MirrorConfig.from_properties(
         dict(kv.split("=", 1) for kv in (props + " A->B.topics=.* A->B.groups=.*").split())
     )
@@ -107,36 +110,52 @@ def test_a_failed_write_is_translated_again() -> None:
     assert len(task.store) == 1
 
 
-def test_commits_from_consumer_offsets_are_emitted_promptly_once_per_interval() -> None:
-    import struct
+def _commit_record(offset: int) -> _Msg:
+    k = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    v = struct.pack(">hqih", 3, offset, -1, 0) + struct.pack(">q", 1000)
+    return _Msg(k, v)
 
-    def rec(offset: int) -> _Msg:
-        k = struct.pack(">h", 1) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"t"
-        k += struct.pack(">i", 0)
-        v = struct.pack(">hqih", 3, offset, -1, 0) + struct.pack(">q", 1000)
-        return _Msg(k, v)
 
+def test_commits_from_consumer_offsets_are_emitted_promptly_with_a_spacing() -> None:
     task, producer = _task(), _Producer()
     task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
-    assert task.take_commits([rec(40)]) == 1
+    assert task.take_commits([_commit_record(40)]) == 1
     assert task.emit_checkpoints(producer, prompt=True).produced == 1
-    assert task.take_commits([rec(60)]) == 1
+    assert task.take_commits([_commit_record(60)]) == 1
+    # the group had a pass less than the spacing ago: it waits
+    assert task.emit_checkpoints(producer, prompt=True).produced == 0
+    assert task.prompt
+    due = task.prompt.next_due()
+    assert due is not None
+    time.sleep(max(due - time.monotonic(), 0.0))
+    assert task.emit_checkpoints(producer, prompt=True).produced == 1
+    # a commit that does not change the translated offset writes nothing
+    assert task.take_commits([_commit_record(150)]) == 1
+    time.sleep(0.2)
+    assert task.emit_checkpoints(producer, prompt=True).produced == 1  # newest sync + 1
+    assert task.take_commits([_commit_record(170)]) == 1
+    time.sleep(0.2)
+    assert task.emit_checkpoints(producer, prompt=True).produced == 0
+    assert [cp.downstream_offset for cp in producer.written] == [40, 60, 101]
+
+
+def test_without_checkpoints_on_commit_a_group_waits_for_the_fixed_rate_cycle() -> None:
+    task, producer = _task("emit.checkpoints.on.commit.enabled=false"), _Producer()
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    assert task.take_commits([_commit_record(40)]) == 1
+    assert task.emit_checkpoints(producer, prompt=True).produced == 1  # idle group: at once
+    assert task.take_commits([_commit_record(60)]) == 1
     # the group had a cycle less than an interval ago: it waits for the fixed-rate cycle
     assert task.emit_checkpoints(producer, prompt=True).produced == 0
-    assert task.commits.has_changed()
     assert task.emit_checkpoints(producer).produced == 1
     assert [cp.downstream_offset for cp in producer.written] == [40, 60]
 
 
 def test_a_failed_write_following_commits_is_emitted_again_for_an_idle_group() -> None:
-    import struct
-
-    k = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
-    v = struct.pack(">hqih", 3, 40, -1, 0) + struct.pack(">q", 1000)
     task, producer = _task(), _Producer()
     task.following_commits = True
     task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
-    task.take_commits([_Msg(k, v)])
+    task.take_commits([_commit_record(40)])
     producer.fail = True
     assert task.emit_checkpoints(producer).produced == 1
     producer.fail = False

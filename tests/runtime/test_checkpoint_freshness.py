@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from typing import Any
@@ -18,7 +19,6 @@ from tests.runtime.conftest import commit_group, config, end_offsets, wait_for
 pytestmark = pytest.mark.integration
 
 TOPIC = "cfresh.events"
-REMOTE = f"A.{TOPIC}"
 GROUP = "cfresh-group"
 CHECKPOINTS = "A.checkpoints.internal"
 PARTITIONS = 2
@@ -33,15 +33,16 @@ SLACK = 3.0
 class _Load(threading.Thread):
     """Writes about 1,000 records/s per partition until stopped."""
 
-    def __init__(self, bootstrap: dict[str, str]) -> None:
+    def __init__(self, bootstrap: dict[str, str], topic: str) -> None:
         super().__init__(daemon=True, name="load")
         self.producer = Producer({**bootstrap, "linger.ms": 5})
+        self.topic = topic
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             for i in range(50 * PARTITIONS):
-                self.producer.produce(TOPIC, b"x" * 100, partition=i % PARTITIONS)
+                self.producer.produce(self.topic, b"x" * 100, partition=i % PARTITIONS)
             self.producer.poll(0)
             self.stop.wait(0.05)
         self.producer.flush(30)
@@ -72,38 +73,44 @@ class _CheckpointReader(threading.Thread):
         self.consumer.close()
 
 
-def test_checkpoints_follow_commits_within_an_interval_under_load(
-    two_clusters: ClusterSet,
-) -> None:
+def _commit_under_load(
+    two_clusters: ClusterSet, topic: str, group: str, settle: float, **settings: str
+) -> tuple[list[tuple[float, dict[int, int]]], _CheckpointReader, dict[str, float]]:
+    """Replicate ``topic`` under load while ``group`` commits every 0.2 s for 8 s; returns the
+    commits (time, offsets), the reader of B's checkpoints (``settle`` s after the last commit)
+    and the flow's metrics."""
     a, b = two_clusters
-    a.create_topic(TOPIC, PARTITIONS)
-    load = _Load(a.client_config())
+    a.create_topic(topic, PARTITIONS)
+    load = _Load(a.client_config(), topic)
     load.start()
     reader: _CheckpointReader | None = None
     cfg = config(
-        two_clusters, ["A->B"], **{"A->B.topics": "cfresh\\..*", "A->B.groups": "cfresh-.*"}
+        two_clusters,
+        ["A->B"],
+        **{"A->B.topics": re.escape(topic), "A->B.groups": re.escape(group), **settings},
     )
     commits: list[tuple[float, dict[int, int]]] = []
     try:
         with Replicator(cfg) as r:
-            wait_for("records on B", lambda: sum(end_offsets(b, REMOTE).values()) > 0)
+            wait_for("records on B", lambda: sum(end_offsets(b, f"A.{topic}").values()) > 0)
             wait_for("the checkpoints topic", lambda: end_offsets(b, CHECKPOINTS))
             reader = _CheckpointReader(b.client_config())
+            reader.group = group
             reader.start()
-            commit_group(a, GROUP, TOPIC, {p: 0 for p in range(PARTITIONS)})
+            commit_group(a, group, topic, {p: 0 for p in range(PARTITIONS)})
             seen = reader.seen
             wait_for("the group's first checkpoint", lambda: seen)
             # The group trails replication by REPLICATED_BEFORE and commits every 0.2 s.
             observed: list[tuple[float, dict[int, int]]] = []
             until = time.monotonic() + 8.0
             while time.monotonic() < until:
-                observed.append((time.monotonic(), dict(end_offsets(b, REMOTE))))
+                observed.append((time.monotonic(), dict(end_offsets(b, f"A.{topic}"))))
                 due = [o for t, o in observed if t <= time.monotonic() - REPLICATED_BEFORE]
                 if due and len(due[-1]) == PARTITIONS:
-                    commit_group(a, GROUP, TOPIC, due[-1])
+                    commit_group(a, group, topic, due[-1])
                     commits.append((time.monotonic(), due[-1]))
                 time.sleep(0.2)
-            time.sleep(INTERVAL + SLACK)
+            time.sleep(settle)
             metrics = {m.name: m.value for m in r.metrics() if ("source", "A") in m.tags}
     finally:
         load.stop.set()
@@ -113,15 +120,32 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
             reader.join(10)
     assert reader is not None
     assert len(commits) >= 20
-    late: list[Any] = []
+    return commits, reader, metrics
+
+
+def _delays(
+    commits: list[tuple[float, dict[int, int]]], reader: _CheckpointReader
+) -> list[tuple[int, int, float | None]]:
+    """Per commit and partition: (partition, offset, seconds from the commit to the first
+    checkpoint at or past it on B, ``None`` if none came)."""
+    out: list[tuple[int, int, float | None]] = []
     for committed_at, offsets in commits:
         for p, offset in offsets.items():
             arrival = next(
                 (t for t, cp in reader.seen if cp.partition == p and cp.upstream_offset >= offset),
                 None,
             )
-            if arrival is None or arrival - committed_at > INTERVAL + SLACK:
-                late.append((p, offset, None if arrival is None else arrival - committed_at))
+            out.append((p, offset, None if arrival is None else arrival - committed_at))
+    return out
+
+
+def test_checkpoints_follow_commits_within_an_interval_under_load(
+    two_clusters: ClusterSet,
+) -> None:
+    commits, reader, metrics = _commit_under_load(two_clusters, TOPIC, GROUP, INTERVAL + SLACK)
+    late: list[Any] = [
+        d for d in _delays(commits, reader) if d[2] is None or d[2] > INTERVAL + SLACK
+    ]
     assert not late, f"commits that took longer than {INTERVAL + SLACK}s to be checkpointed: {late}"
     for _, cp in reader.seen:
         # a fresh topic copied by one writer: downstream offsets equal upstream offsets
@@ -133,6 +157,28 @@ def test_checkpoints_follow_commits_within_an_interval_under_load(
     assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= INTERVAL + SLACK
     assert metrics["checkpoint-sync-age-seconds-max"] >= 0
     assert metrics["checkpoint-count"] >= len({cp for _, cp in reader.seen})
+
+
+def test_commits_under_load_are_checkpointed_well_within_a_long_interval(
+    two_clusters: ClusterSet,
+) -> None:
+    """Checkpoints on commit (the default): with ``I = 5 s`` every commit of a group committing
+    every 0.2 s is on B as a checkpoint within about a second, not up to ``I`` later."""
+    interval, bound = 5.0, 1.0
+    commits, reader, metrics = _commit_under_load(
+        two_clusters,
+        "cfresh.oncommit",
+        "cfresh-oncommit",
+        bound + SLACK,
+        **{"emit.checkpoints.interval.seconds": str(int(interval))},
+    )
+    delays = _delays(commits, reader)
+    late = [d for d in delays if d[2] is None or d[2] > bound]
+    assert not late, f"commits that took longer than {bound}s to be checkpointed: {late}"
+    assert sorted(d[2] or 0.0 for d in delays)[len(delays) // 2] < bound / 2  # the median
+    for _, cp in reader.seen:
+        assert cp.upstream_offset - OFFSET_LAG_MAX <= cp.downstream_offset <= cp.upstream_offset
+    assert 0 < metrics["checkpoint-commit-age-seconds-max"] <= bound
 
 
 def _arrival(reader: _CheckpointReader, offset: int) -> float | None:

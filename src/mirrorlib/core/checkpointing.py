@@ -12,19 +12,27 @@
   only for groups that are empty or absent there, only forward (never rewinds a target group).
 * :func:`next_emission` — when checkpoints are due next: at a fixed rate, so a commit waits at
   most one ``emit.checkpoints.interval.seconds`` for the read of its group's offsets.
+* :class:`PromptSchedule` — when a group whose commit was just read gets its checkpoints written
+  at once (a *prompt pass*) instead of at the next fixed-rate cycle: at most once per group
+  spacing per group, and passes at most once per pass spacing (a burst of commits is coalesced).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import Final
 
 from mirrorlib.core.policy import ReplicationPolicy
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "PROMPT_GROUP_SPACING",
+    "PROMPT_PASS_SPACING",
     "CheckpointFields",
     "CheckpointStore",
+    "PromptSchedule",
     "checkpoints_for_group",
     "group_offsets_to_sync",
     "is_more_recent",
@@ -42,6 +50,77 @@ def next_emission(due: float, interval: float, now: float) -> float:
         return now
     missed = max(int((now - due) // interval), 0)
     return due + (missed + 1) * interval
+
+
+#: Prompt checkpoints: a group's checkpoints are written at most this often (seconds) by prompt
+#: passes, however often it commits (its fixed-rate cycle comes on top).
+PROMPT_GROUP_SPACING: Final = 0.1
+#: Prompt checkpoints: at most one prompt pass per this many seconds; commits read meanwhile wait
+#: for the next pass together.
+PROMPT_PASS_SPACING: Final = 0.05
+
+
+class PromptSchedule:
+    """Which groups with newly read commits get a prompt checkpoint pass, and when.
+
+    :meth:`add` the groups whose commits changed; :meth:`due` takes the groups whose pass may run
+    now: a group passes at most once per ``group_spacing`` seconds (counting the fixed-rate
+    cycles that covered it, :meth:`passed`), and passes run at most once per ``pass_spacing``
+    seconds, so commits read in a burst are written together and the write rate per group is
+    bounded whatever the commit rate. :meth:`take_all` hands every waiting group to a fixed-rate
+    cycle. With ``group_spacing`` = the emit interval, only a group that had no cycle for a whole
+    interval passes promptly (checkpoints on commit turned off). Times are monotonic seconds.
+    """
+
+    def __init__(self, group_spacing: float, pass_spacing: float) -> None:
+        self.group_spacing = group_spacing
+        self.pass_spacing = pass_spacing
+        self._waiting: dict[str, float] = {}  # group -> earliest time of its pass
+        self._passed: dict[str, float] = {}  # group -> time of its last pass or cycle
+        self._next_pass = -math.inf
+
+    def add(self, groups: Iterable[str]) -> None:
+        """Groups whose committed offsets changed."""
+        waiting, passed, spacing = self._waiting, self._passed, self.group_spacing
+        for group in groups:
+            if group not in waiting:
+                waiting[group] = passed.get(group, -math.inf) + spacing
+
+    def __bool__(self) -> bool:
+        """Whether a group is waiting for a pass."""
+        return bool(self._waiting)
+
+    def next_due(self) -> float | None:
+        """When the next pass may run (``None``: no group is waiting)."""
+        if not self._waiting:
+            return None
+        return max(min(self._waiting.values()), self._next_pass)
+
+    def due(self, now: float) -> set[str]:
+        """The groups whose pass runs now (forgotten as waiting, recorded as passed at
+        ``now``); empty before the pass spacing since the previous pass has elapsed."""
+        if now < self._next_pass or not self._waiting:
+            return set()
+        ready = {group for group, at in self._waiting.items() if at <= now}
+        if ready:
+            self._next_pass = now + self.pass_spacing
+            self.passed(ready, now)
+        return ready
+
+    def take_all(self, now: float) -> set[str]:
+        """Every waiting group, for a fixed-rate cycle at ``now`` (which the caller records
+        with :meth:`passed`); forgets passes older than the group spacing."""
+        waiting, self._waiting = self._waiting, {}
+        horizon = now - self.group_spacing
+        self._passed = {g: at for g, at in self._passed.items() if at > horizon}
+        return set(waiting)
+
+    def passed(self, groups: Iterable[str], now: float) -> None:
+        """Record that ``groups`` were translated at ``now`` (a pass or a fixed-rate cycle)."""
+        waiting, passed = self._waiting, self._passed
+        for group in groups:
+            passed[group] = now
+            waiting.pop(group, None)
 
 
 def rename_topic(policy: ReplicationPolicy, source: str, target: str, topic: str) -> str:

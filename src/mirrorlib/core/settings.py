@@ -80,6 +80,7 @@ class FlowSettings:
     offset_lag_max: int
     emit_checkpoints_enabled: bool
     emit_checkpoints_interval: float
+    emit_checkpoints_on_commit_enabled: bool
     refresh_groups_interval: float
     sync_group_offsets_enabled: bool
     sync_group_offsets_interval: float
@@ -203,6 +204,7 @@ class FlowSettings:
             offset_lag_max=flow.offset_lag_max,
             emit_checkpoints_enabled=flow.emit_checkpoints_enabled,
             emit_checkpoints_interval=interval(flow.emit_checkpoints_interval),
+            emit_checkpoints_on_commit_enabled=flow.emit_checkpoints_on_commit_enabled,
             refresh_groups_interval=interval(flow.refresh_groups_interval),
             sync_group_offsets_enabled=flow.sync_group_offsets_enabled,
             sync_group_offsets_interval=interval(flow.sync_group_offsets_interval),

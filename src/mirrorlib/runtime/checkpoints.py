@@ -7,14 +7,22 @@ group that passes the group filter goes to a :class:`~mirrorlib.core.group_commi
 Translated offsets are written as :class:`~mirrorlib.core.records.Checkpoint` records to
 ``<A>.checkpoints.internal`` on B:
 
-* **promptly**: a group whose commit is seen, and that had no checkpoint cycle in the last
-  ``emit.checkpoints.interval.seconds`` (``I``), is translated and written right away;
-* **at a fixed rate** of ``I``: every group with a new commit, and every (group, partition) whose
-  partition got new offset syncs, is translated again.
+* **on commit** (``emit.checkpoints.on.commit.enabled``, the default): the loop waits on
+  ``__consumer_offsets``, and a group whose commit changed its offsets is translated and written
+  in a *prompt pass* right away -- tens of milliseconds after the commit. A
+  :class:`~mirrorlib.core.checkpointing.PromptSchedule` bounds the write rate: a group gets a
+  prompt pass at most every :data:`~mirrorlib.core.checkpointing.PROMPT_GROUP_SPACING` seconds
+  and passes run at most every :data:`~mirrorlib.core.checkpointing.PROMPT_PASS_SPACING` seconds,
+  so a burst of commits is written together. Turned off, only a group that had no cycle in the
+  last ``emit.checkpoints.interval.seconds`` (``I``) gets a prompt pass;
+* **at a fixed rate** of ``I``: every group with a new commit not yet written, and every
+  (group, partition) whose partition got new offset syncs (its translation may improve), is
+  translated again; so are the groups of failed writes.
 
-So a commit is on B within ``I`` plus one cycle, and one of a group committing less often than
-``I`` within one cycle. Each cycle first reads the offset syncs to their end (one ListOffsets), so
-a commit is translated with every sync written before it was seen. A (group, partition) whose
+So a commit is on B within one pass of being read (at most ``I`` plus one cycle with checkpoints
+on commit turned off, or in OffsetFetch mode). Each cycle and pass first reads the offset syncs to
+their end (one ListOffsets), so a commit is translated with every sync written before it was
+seen. A (group, partition) whose
 committed offset did not change, and whose partition got no sync that could change its answer
 (:meth:`~mirrorlib.core.translate.OffsetTranslator.stamp`), is skipped: a cycle costs what changed,
 not the number of groups.
@@ -48,8 +56,11 @@ from typing import Any, Final, Protocol
 import attrs
 
 from mirrorlib.core.checkpointing import (
+    PROMPT_GROUP_SPACING,
+    PROMPT_PASS_SPACING,
     CheckpointFields,
     CheckpointStore,
+    PromptSchedule,
     is_more_recent,
     next_emission,
     rename_topic,
@@ -145,8 +156,14 @@ class CheckpointTask:
         self._groups_of: dict[tuple[str, int], set[str]] = {}
         # Per group, OffsetFetch mode: wall time (ms) of the previous read and its offsets.
         self._previous_read: dict[str, tuple[int, dict[TopicPartition, OffsetAndMetadata]]] = {}
-        # Per group: monotonic time of its last cycle (prompt emission waits one interval).
-        self._cycled_at: dict[str, float] = {}
+        # Groups with commits waiting for a prompt pass, and when each may have one.
+        on_commit = settings.emit_checkpoints_on_commit_enabled
+        self.prompt = PromptSchedule(
+            PROMPT_GROUP_SPACING if on_commit else settings.emit_checkpoints_interval,
+            PROMPT_PASS_SPACING if on_commit else 0.0,
+        )
+        # Groups whose checkpoint write failed: translated again by the next fixed-rate cycle.
+        self._retry: set[str] = set()
         # Group offset sync: downstream offsets last written or found per group on the target.
         self._target_synced: dict[str, dict[TopicPartition, int]] = {}
         self._sync_rounds = 0
@@ -348,7 +365,7 @@ class CheckpointTask:
                     producer, source=None if commits_log else source_groups, catch_up=catch_up
                 )
                 next_emit = next_emission(next_emit, s.emit_checkpoints_interval, time.monotonic())
-            elif commits_log is not None and self.commits.has_changed():
+            elif commits_log is not None and (self.commits.has_changed() or self.prompt):
                 self.emit_checkpoints(producer, catch_up=catch_up, prompt=True)
             if s.sync_group_offsets_enabled and now >= next_sync:
                 self.sync_group_offsets(target_groups)
@@ -356,18 +373,28 @@ class CheckpointTask:
             if final:
                 self._pass_done.set()
             producer.poll(0)
-            # Follow the syncs (and the commits) until the next due task; no wait while behind.
+            # Follow the commits (waking on the first one) and the syncs until the next due
+            # task; no wait while behind.
             due = min(next_emit, next_sync if s.sync_group_offsets_enabled else next_emit)
+            prompt_due = self.prompt.next_due()
+            if prompt_due is not None:
+                due = min(due, prompt_due)
             wait = min(max(due - time.monotonic(), 0.0), _FOLLOW_WAIT)
-            behind = False
             if commits_log is not None:
-                behind = commits_log.poll(self._commit_handler, timeout=0, batch=_SYNC_BATCH) >= (
-                    _SYNC_BATCH
-                )
-            taken = syncs_log.poll_batch(self._sync_batch, timeout=0 if behind else wait,
-                                         batch=_SYNC_BATCH)  # fmt: skip
+                self._follow_commits(commits_log, wait)
+                wait = 0.0
+            taken = syncs_log.poll_batch(self._sync_batch, timeout=wait, batch=_SYNC_BATCH)
             while taken >= _SYNC_BATCH and not stop.is_set():  # a backlog: take it all in
                 taken = syncs_log.poll_batch(self._sync_batch, timeout=0, batch=_SYNC_BATCH)
+
+    def _follow_commits(self, commits_log: TopicLog, wait: float) -> None:
+        """Take in the commits that arrive within ``wait`` seconds: return on the first one (a
+        batch-sized ``consume`` would wait out its timeout) with what arrived with it."""
+        if commits_log.poll(self._commit_handler, timeout=wait, batch=1):
+            while commits_log.poll(self._commit_handler, timeout=0, batch=_SYNC_BATCH) >= (
+                _SYNC_BATCH
+            ):
+                pass  # a backlog: take it all in
 
     def _commit_handler(self, msg: Any) -> None:
         self.take_commits((msg,))
@@ -414,9 +441,10 @@ class CheckpointTask:
         ``source``: read the committed offsets of :attr:`groups` from it (OffsetFetch mode);
         ``None``: use the offsets taken in with :meth:`take_commits`. ``catch_up`` is called
         after the offsets are known and before they are translated (the loop reads the offset
-        syncs to their end). ``prompt``: only groups with new commits that had no cycle within
-        the last emit interval (the others wait for the next fixed-rate cycle); otherwise also
-        every pair whose partition got new syncs. ``producer`` is a ``confluent_kafka.Producer``
+        syncs to their end). ``prompt``: a prompt pass, only the groups with new commits that
+        :attr:`prompt` lets pass now (the others wait for a later pass or the next fixed-rate
+        cycle); otherwise a fixed-rate cycle: every group with new commits, every pair whose
+        partition got new syncs, and the groups whose checkpoint write failed. ``producer`` is a ``confluent_kafka.Producer``
         (``produce``, ``flush``); checkpoints are recorded on their delivery reports.
         """
         s = self.s
@@ -442,22 +470,24 @@ class CheckpointTask:
         else:
             changed = self.commits.take_changed()
             if prompt:
-                recent = now_mono - s.emit_checkpoints_interval
-                waiting = {g for g in changed if self._cycled_at.get(g, -1e18) > recent}
-                self.commits.mark_changed(waiting)
-                changed -= waiting
+                self.prompt.add(changed)
+                changed = self.prompt.due(now_mono)
+            else:
+                changed |= self.prompt.take_all(now_mono)
+                changed |= self._retry
+                self._retry = set()
             for group in changed:
                 todo[group] = self.commits.offsets(group)
                 committed_after[group] = _commit_time(self.commits, group)
         if not prompt:
             self._add_synced_pairs(todo, committed_after)
+            self.prompt.passed(todo, now_mono)
         if not todo:
             return CycleResult(0, 0, 0, 0, fetched)
         if catch_up is not None:
             catch_up()
         cycle = _Cycle(self, producer, read_ms)
         for group, offsets in todo.items():
-            self._cycled_at[group] = now_mono
             cycle.group(group, offsets, committed_after[group])
         pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
@@ -733,7 +763,7 @@ class _Cycle:
             # translate the pair again on the next cycle, changed or not
             task._memo.get(group, {}).pop(tp, None)
             if task.following_commits:
-                task.commits.mark_changed({group})
+                task._retry.add(group)
             stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
             self._clear = True
             return

@@ -575,6 +575,19 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
     _k("emit.checkpoints.enabled", _B, "true", _F, "Write checkpoints to the target."),
     _k("emit.checkpoints.interval.seconds", _LONG, "60", _F, "Checkpoint period."),
     _k(
+        "emit.checkpoints.on.commit.enabled",
+        _B,
+        "true",
+        _F,
+        "Write a group's checkpoints as soon as a commit changes its offsets (read from the "
+        "source's __consumer_offsets), besides the fixed-rate cycle.",
+        Status.EXTENSION,
+        "MM2 only checkpoints every emit.checkpoints.interval.seconds. A group is checkpointed "
+        "this way at most every 100 ms; off: only a group that had no checkpoint cycle for a "
+        "whole interval is. Needs permission to read __consumer_offsets (else OffsetFetch every "
+        "interval, as MM2).",
+    ),
+    _k(
         "sync.group.offsets.enabled",
         _B,
         "false",

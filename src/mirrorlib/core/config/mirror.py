@@ -273,6 +273,13 @@ class FlowConfig:
         return self._interval("emit.checkpoints.enabled", "emit.checkpoints.interval.seconds")
 
     @property
+    def emit_checkpoints_on_commit_enabled(self) -> bool:
+        """``emit.checkpoints.on.commit.enabled`` (mirrorlib only, default true): whether a
+        group's checkpoints are written as soon as a commit read from the source's
+        ``__consumer_offsets`` changes its offsets, besides the fixed-rate cycle."""
+        return self._bool("emit.checkpoints.on.commit.enabled")
+
+    @property
     def sync_group_offsets_enabled(self) -> bool:
         return self._bool("sync.group.offsets.enabled")
 

@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
@@ -313,6 +313,22 @@ class _Window:
         self.max = value if self.max is None else max(self.max, value)
         if self.histogram is not None:
             self.histogram.observe(value / 1000.0)
+
+    def record_many(self, values: Sequence[float]) -> None:
+        """:meth:`record` each of ``values``, in order (for a writer that collects many values
+        at once: one call instead of one per value)."""
+        if not values:
+            return
+        self.count += len(values)
+        self.total += sum(values)
+        self.last = values[-1]
+        low, high = min(values), max(values)
+        self.min = low if self.min is None else min(self.min, low)
+        self.max = high if self.max is None else max(self.max, high)
+        if self.histogram is not None:
+            observe = self.histogram.observe
+            for value in values:
+                observe(value / 1000.0)
 
     def items(self, name: str) -> Iterator[tuple[str, float]]:
         if self.last is None or self.min is None or self.max is None:

@@ -492,6 +492,7 @@ class CheckpointTask:
         pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
             producer.flush(s.admin_timeout)
+        cycle.close()
         return CycleResult(len(todo), pairs, translated, produced, fetched)
 
     def _watch(self, tp: TopicPartition, group: str) -> None:
@@ -607,11 +608,15 @@ class _Cycle:
     __slots__ = (
         "_acked",
         "_clear",
+        "_closed",
+        "_commit_ages",
         "_group",
+        "_latencies",
         "_parts",
         "_producer",
         "_read_ms",
         "_sent",
+        "_sync_ages",
         "_task",
         "pairs",
         "produced",
@@ -629,6 +634,11 @@ class _Cycle:
         self._clear = True  # whether an acknowledgement should clear the task's error
         self._group = ""  # the group being written
         self.pairs = self.translated = self.produced = 0
+        # the acknowledged checkpoints' metric values, recorded in bulk by :meth:`close`
+        self._latencies: list[float] = []
+        self._commit_ages: list[float] = []
+        self._sync_ages: list[float] = []
+        self._closed = False
 
     def _partition(self, tp: TopicPartition) -> _Part:
         task = self._task
@@ -773,16 +783,33 @@ class _Cycle:
             self._clear = False
         now = int(time.time() * 1000)
         read_ms = self._read_ms
-        stats.checkpoints_emitted += 1
-        stats.last_checkpoint_ms = now
-        stats.checkpoint_latency.record(now - read_ms)
+        self._latencies.append(now - read_ms)
         # (conditionals rather than max(): this runs once per checkpoint)
         if committed_after_ms is not None:
             age = now - committed_after_ms
-            stats.checkpoint_commit_age.record(age / 1000 if age > 0 else 0.0)
+            self._commit_ages.append(age / 1000 if age > 0 else 0.0)
         if sync_ms is not None:
             age = read_ms - sync_ms
-            stats.checkpoint_sync_age.record(age / 1000 if age > 0 else 0.0)
+            self._sync_ages.append(age / 1000 if age > 0 else 0.0)
+        if self._closed:  # a report after the cycle's flush gave up waiting
+            self.close()
+
+    def close(self) -> None:
+        """Record the metrics of the checkpoints acknowledged so far (once per cycle, after its
+        flush, rather than three histogram updates in every delivery report); later reports
+        record their own."""
+        self._closed = True
+        stats = self._task.stats
+        if self._latencies:
+            stats.checkpoints_emitted += len(self._latencies)
+            stats.last_checkpoint_ms = self._read_ms + int(self._latencies[-1])
+        for window, values in (
+            (stats.checkpoint_latency, self._latencies),
+            (stats.checkpoint_commit_age, self._commit_ages),
+            (stats.checkpoint_sync_age, self._sync_ages),
+        ):
+            window.record_many(values)
+            values.clear()
 
 
 def _never(_tp: TopicPartition) -> int | None:

@@ -6,11 +6,13 @@ health checks. This example is a small service that
 
 * reads an ``mm2.properties`` file (or builds the config from two bootstrap addresses),
 * replicates in background threads,
-* answers a health check from :meth:`Replicator.status` (state, lag in records and seconds),
+* answers a health check from :meth:`Replicator.status` (state, lag in records and seconds,
+  and with ``--tasks N`` > 1 the N copier worker processes: partitions, rate, restarts),
 * stops gracefully on SIGTERM/SIGINT (positions are stored, nothing is copied twice).
 
 Run it: ``python examples/embedded_service.py --source localhost:9092 --target localhost:9093``
-(add ``--seconds 30`` to stop by itself, or pass ``--config mm2.properties``).
+(add ``--seconds 30`` to stop by itself, ``--tasks 2`` to copy with two worker processes
+(MM2's ``tasks.max``), or pass ``--config mm2.properties``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,17 @@ class ReplicationService:
                     "lag_seconds": max(lag_s) if lag_s else None,
                     "replicated": sum(p.record_count for p in status.partitions),
                     "errors": list(status.errors),
+                    # tasks.max > 1: one copier process per slot, supervised by this one
+                    "workers": [
+                        {
+                            "slot": w.slot,
+                            "pid": w.pid,
+                            "partitions": w.partitions,
+                            "records_per_second": w.records_per_second,
+                            "restarts": w.restarts,
+                        }
+                        for w in status.workers
+                    ],
                 }
             )
         healthy = all(f["state"] in ("starting", "running") for f in flows)
@@ -80,6 +93,7 @@ def build_config(args: argparse.Namespace) -> MirrorConfig:
             "offset-syncs.topic.replication.factor": "1",
             "offset.storage.replication.factor": "1",
             "refresh.topics.interval.seconds": "2",
+            "tasks.max": str(args.tasks),
         }
     )
 
@@ -91,6 +105,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--target", default="localhost:9093", help="standby bootstrap servers")
     parser.add_argument("--topics", default=".*", help="topics to replicate (regex list)")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
+    parser.add_argument(
+        "--tasks", type=int, default=1, help="copier worker processes per flow (tasks.max)"
+    )
     parser.add_argument("--report-every", type=float, default=5.0)
     args = parser.parse_args(argv)
     service = ReplicationService(build_config(args))

@@ -64,7 +64,29 @@ def test_embedded_service(two_clusters: ClusterSet, capsys: pytest.CaptureFixtur
     )  # fmt: skip
     assert report["healthy"], report
     assert report["flows"][0]["replicated"] >= 50
+    assert report["flows"][0]["workers"] == []  # tasks.max=1: the copier is a thread
     assert '"flow": "primary->standby"' in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_embedded_service_with_two_worker_processes(
+    two_clusters: ClusterSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = two_clusters
+    a.create_topic("ex.workers", 4)
+    _produce(a, "ex.workers", 80)
+    module = load("embedded_service")
+    report = module.main(
+        ["--source", a.bootstrap_servers, "--target", b.bootstrap_servers,
+         "--topics", "ex\\.workers", "--seconds", "20", "--report-every", "2", "--tasks", "2"]
+    )  # fmt: skip
+    flow = report["flows"][0]
+    assert report["healthy"], report
+    assert flow["replicated"] >= 80, flow
+    workers = flow["workers"]
+    assert [w["slot"] for w in workers] == [0, 1], workers
+    assert sum(w["partitions"] for w in workers) >= 4, workers  # the data topic's, at least
+    assert all(w["pid"] for w in workers), workers
 
 
 @pytest.mark.integration

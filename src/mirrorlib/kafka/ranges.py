@@ -218,7 +218,9 @@ class CopyResult:
 
 
 def _consumer(settings: FlowSettings) -> Any:
-    conf: dict[str, Any] = dict(settings.source_consumer)
+    # the embedded copier's fetch settings (FlowSettings.record_consumer: a short fetch queue
+    # back-off and 8 MiB partition fetches, unless the configuration sets them)
+    conf: dict[str, Any] = settings.record_consumer()
     conf.update(
         {
             "group.id": f"{settings.copier_group_id}-spark",  # required; nothing is committed

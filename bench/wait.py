@@ -286,11 +286,28 @@ def machine_row(
 # -- measuring ------------------------------------------------------------------------------------
 
 
+def parse_cells(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``SIZExPARTITIONS:RECORDS,...`` (e.g. ``10240x16:40000``) as cells."""
+    cells = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        shape, _, count = item.partition(":")
+        size, _, parts = shape.partition("x")
+        cells.append((int(size), int(parts), int(count)))
+    return tuple(cells)
+
+
 def run_variant(
-    a: Any, b: Any, k: int, name: str, src: Path, extra: Mapping[str, str], work: Path
+    a: Any,
+    b: Any,
+    k: int,
+    name: str,
+    src: Path,
+    extra: Mapping[str, str],
+    work: Path,
+    shapes: tuple[tuple[int, int, int], ...] = CELLS,
 ) -> list[dict[str, Any]]:
     prefix = f"wait{k}-"
-    cells = {f"{prefix}{s}b-p{p}": (s, p, n) for s, p, n in CELLS}
+    cells = {f"{prefix}{s}b-p{p}": (s, p, n) for s, p, n in shapes}
     warm = f"{prefix}warm"
     kio.create_topics(a.bootstrap_servers, {warm: 4, **{t: p for t, (_, p, _) in cells.items()}})
     kio.producer_performance(work, a.bootstrap_servers, warm, WARMUP, 1024)
@@ -368,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.wait", description=__doc__)
     p.add_argument("--variant", action="append", default=[], help="NAME:SRC[:KEY=VALUE,...]")
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument(
+        "--cells",
+        default="",
+        help="SIZExPARTITIONS:RECORDS,... (default: 100 B and 1 KiB on 1 and 16 partitions)",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--summarize", metavar="JSON", help="print the medians of an earlier run")
     args = p.parse_args(argv)
@@ -389,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, src, extra in order:
                 k += 1
                 log(f"round {rnd + 1}: {name} ({src}, {extra})")
-                got = run_variant(a, b, k, name, src, extra, work)
+                got = run_variant(
+                    a, b, k, name, src, extra, work, parse_cells(args.cells) or CELLS
+                )
                 rows += [dict(r, round=rnd) for r in got]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -204,3 +204,4 @@ def test_run_reports_an_unreachable_cluster_and_exits_1_on_sigterm(files: Files)
     assert proc.returncode == EXIT_FAILURE
     assert "mirrorlib: flow A->B never came up: connection: cluster A" in rest
     assert "Traceback" not in rest
+

@@ -261,13 +261,20 @@ def _run_replicator(args: argparse.Namespace) -> int:
 
 
 def _report_never_up(replicator: Any) -> bool:
-    """After a stop (SIGTERM): print the flows that never came up (their clusters never
-    answered) with their last error; whether there were any."""
+    """After a stop (SIGTERM): print the flows that never came up with the error that kept
+    them down (a cluster that did not answer, a refused client configuration); whether there
+    were any. A flow stopped while it was still starting, with no error yet (the stop came
+    before its clusters' first answer), is not a failure: it is logged, not reported."""
     errors = {s.name: s.errors for s in replicator.status()}
+    failed = False
     for name in replicator.never_up:
-        why = "; ".join(errors.get(name, ())) or "stopped before its clusters answered"
-        print(f"mirrorlib: flow {name} never came up: {why}", file=sys.stderr)
-    return bool(replicator.never_up)
+        why = "; ".join(errors.get(name, ()))
+        if why:
+            print(f"mirrorlib: flow {name} never came up: {why}", file=sys.stderr)
+            failed = True
+        else:
+            log.info("flow %s stopped while starting, before its clusters answered", name)
+    return failed
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,7 +65,10 @@ def test_a_frozen_target_is_a_visible_stall_that_ends_by_itself(  # type: ignore
                 lambda: (s := flow()).state is FlowState.STALLED and s,
                 timeout=STALL_AFTER_S + 15,
             )
-            assert status.stalled is not None and f"{topic}-0: no progress" in status.stalled
+            # the first partition (by number) that crossed the stall threshold: the two can
+            # cross it a poll apart, whichever made its last progress first
+            assert status.stalled is not None
+            assert re.search(rf"{re.escape(topic)}-[01]: no progress", status.stalled), status
             wait_for(
                 "the stall in the log while it lasts",
                 lambda: any("flow A->B stalled: " in m for m in caplog.messages),

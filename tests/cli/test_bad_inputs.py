@@ -6,11 +6,10 @@ No Kafka cluster is needed: an unreachable cluster is a loopback port nothing li
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import attrs
 import pytest
 
 from mirrorlib.cli import EXIT_CONFIG, EXIT_FAILURE, EXIT_USAGE
+from tests.cli.runs import start_run, stop_after_line
 
 
 def _closed_port() -> int:
@@ -183,25 +183,53 @@ def test_json_into_a_closed_pipe_is_quiet(files: Files) -> None:
 
 def test_run_reports_an_unreachable_cluster_and_exits_1_on_sigterm(files: Files) -> None:
     config = files.write("good.properties", _GOOD)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mirrorlib", "run", config, "--timeout", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    try:
-        seen = []
-        deadline = time.monotonic() + 20
-        for line in proc.stderr:  # the replicator's log
-            seen.append(line)
-            if f"cluster B (127.0.0.1:{files.port}) is unreachable" in line:
-                break
-            assert time.monotonic() < deadline, "".join(seen)
-        os.kill(proc.pid, signal.SIGTERM)
-        _, rest = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == EXIT_FAILURE
-    assert "mirrorlib: flow A->B never came up: connection: cluster A" in rest
-    assert "Traceback" not in rest
+    proc = start_run(config, "--timeout", "1")
+    stopped = stop_after_line(
+        proc, f"cluster B (127.0.0.1:{files.port}) is unreachable", within=20, exit_within=30
+    )
+    assert proc.returncode == EXIT_FAILURE, stopped.stderr
+    assert "mirrorlib: flow A->B never came up: connection: cluster A" in stopped.rest
+    assert "Traceback" not in stopped.rest
 
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port that accepts connections and never answers (a hung broker)."""
+    accepted: list[socket.socket] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        server.settimeout(0.2)
+        done = threading.Event()
+
+        def accept() -> None:
+            while not done.is_set():
+                try:
+                    accepted.append(server.accept()[0])
+                except TimeoutError:
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            done.set()
+            thread.join()
+            for conn in accepted:
+                conn.close()
+
+
+def test_run_stopped_while_a_cluster_never_answers_exits_0_quickly(
+    files: Files, silent_port: int
+) -> None:
+    """Start-up requests are stop-aware: SIGTERM while the clusters accept connections and never
+    answer (``--timeout 60``) ends ``mirrorlib run`` within seconds, with exit code 0 (a clean
+    stop during start-up: no cluster failed to answer within its timeout yet)."""
+    config = files.write("silent.properties", _GOOD.replace("{port}", str(silent_port)))
+    proc = start_run(config, "--timeout", "60")
+    stopped = stop_after_line(proc, "mirrorlib replicator started", delay=2.0, within=30)
+    assert proc.returncode == 0, stopped.stderr
+    assert "flow A->B stopped while starting" in stopped.rest, stopped.stderr
+    assert "Traceback" not in stopped.rest and "never came up" not in stopped.rest
+    assert stopped.exit_seconds < 5.0, f"{stopped.exit_seconds:.1f}s\n{stopped.stderr}"

@@ -23,6 +23,7 @@ from mirrorlib.cli import (
     main,
 )
 from mirrorlib.testing import ClusterSet
+from tests.cli.runs import start_run, stop_after_line
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -374,28 +375,9 @@ def test_run_stopped_right_after_it_started_exits_0(two_clusters: ClusterSet, tm
     """SIGTERM as soon as the replicator says it started (its flows may not have come up yet:
     their clusters have not answered) is a clean stop: exit 0, no "never came up" report.
     The kill -9 tests stop it like this, and exit 1 used to fail them now and then."""
-    import signal
-    import time
-
     path = _write_config(two_clusters, tmp_path)
     for _ in range(3):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mirrorlib", "run", str(path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert proc.stderr is not None
-        try:
-            seen = []
-            deadline = time.monotonic() + 60
-            for line in proc.stderr:
-                seen.append(line)
-                if "mirrorlib replicator started" in line:
-                    break
-                assert time.monotonic() < deadline, "".join(seen)
-            os.kill(proc.pid, signal.SIGTERM)
-            _, rest = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, "".join(seen) + rest
-        assert "never came up" not in rest and "Traceback" not in rest
+        proc = start_run(str(path))
+        stopped = stop_after_line(proc, "mirrorlib replicator started")
+        assert proc.returncode == 0, stopped.stderr
+        assert "never came up" not in stopped.rest and "Traceback" not in stopped.rest

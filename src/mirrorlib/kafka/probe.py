@@ -9,6 +9,7 @@ first to time out.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,6 +20,10 @@ from confluent_kafka.admin import AdminClient
 from mirrorlib.errors import ClusterTimeoutError, ConfigError, MirrorError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.tls import tls_failure
+
+#: seconds of each metadata request of a stop-aware probe: how soon a stop is noticed
+PROBE_SLICE_S = 0.5
+_NO_ANSWER_YET = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT})
 
 __all__ = ["check_reachable", "check_reachable_all", "describe_cluster", "unreachable"]
 
@@ -58,11 +63,36 @@ def _reason(errors: list[str]) -> str | None:
     return errors[0] if errors else None
 
 
-def check_reachable(config: Mapping[str, Any], alias: str, timeout: float) -> None:
+def _ask_metadata(admin: AdminClient, timeout: float, stop: threading.Event | None) -> None:
+    """Return once the cluster answered a metadata request (raise when it did not within
+    ``timeout`` seconds); with ``stop``, ask in slices and also return once ``stop`` is set."""
+    if stop is None:
+        admin.list_topics(timeout=timeout)
+        return
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        try:
+            admin.list_topics(timeout=max(min(left, PROBE_SLICE_S), 0.01))
+            return
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            # no answer yet: a short request times out, or fails while no broker is connected
+            waiting = isinstance(err, KafkaError) and err.code() in _NO_ANSWER_YET
+            if left <= PROBE_SLICE_S or not waiting:
+                raise
+
+
+def check_reachable(
+    config: Mapping[str, Any], alias: str, timeout: float, *, stop: threading.Event | None = None
+) -> None:
     """Return when the cluster reached with librdkafka ``config`` answers a metadata request
     within ``timeout`` seconds; else raise :class:`~mirrorlib.errors.ClusterTimeoutError` naming
     ``alias`` and the bootstrap address, with the reason (connection refused, name not
     resolved, TLS handshake failed...).
+
+    With ``stop``, the probe asks in slices of :data:`PROBE_SLICE_S` seconds and also returns,
+    without an answer, as soon as ``stop`` is set: the caller checks ``stop``.
 
     Raises :class:`~mirrorlib.errors.ConfigError` when the configuration cannot make a client
     (a TLS file that does not exist, a SASL mechanism librdkafka lacks).
@@ -70,7 +100,7 @@ def check_reachable(config: Mapping[str, Any], alias: str, timeout: float) -> No
     errors: list[str] = []
     admin = _new_admin(config, alias, errors)
     try:
-        admin.list_topics(timeout=timeout)
+        _ask_metadata(admin, timeout, stop)
         return
     except KafkaException as exc:
         err = exc.args[0] if exc.args else None
@@ -88,14 +118,22 @@ def check_reachable(config: Mapping[str, Any], alias: str, timeout: float) -> No
     )  # fmt: skip
 
 
-def unreachable(configs: Mapping[str, Mapping[str, Any]], timeout: float) -> dict[str, MirrorError]:
+def unreachable(
+    configs: Mapping[str, Mapping[str, Any]],
+    timeout: float,
+    *,
+    stop: threading.Event | None = None,
+) -> dict[str, MirrorError]:
     """:func:`check_reachable` for every cluster of ``configs`` (alias to librdkafka config), in
-    parallel (so within about ``timeout`` seconds): the error of each cluster that failed."""
+    parallel (so within about ``timeout`` seconds): the error of each cluster that failed.
+
+    With ``stop``, returns soon after ``stop`` is set, without the clusters that had not
+    answered by then: the caller checks ``stop`` before trusting an empty answer."""
     if not configs:
         return {}
     with ThreadPoolExecutor(max_workers=len(configs)) as pool:
         futures = {
-            alias: pool.submit(check_reachable, conf, alias, timeout)
+            alias: pool.submit(check_reachable, conf, alias, timeout, stop=stop)
             for alias, conf in configs.items()
         }
     failures: dict[str, MirrorError] = {}

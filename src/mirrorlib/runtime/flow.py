@@ -15,6 +15,12 @@ Start-up order: internal topics (retried until the clusters answer), the data pl
 :meth:`~DataPlane.prepare`, heartbeats, metadata, the data plane's :meth:`~DataPlane.start`,
 checkpoints. A pair that only emits heartbeats (``A->B.enabled = false``) runs heartbeats only.
 Stop order: the data plane's :meth:`~DataPlane.stop`, then every thread of the flow.
+
+Start-up is stop-aware: the wait for the clusters' first answer returns as soon as the flow is
+told to stop, and once it is, the start-up starts nothing more. A start-up request that is
+already under way (to a cluster that accepts connections and never answers, say) is abandoned
+after :data:`STARTUP_ABANDON_S` seconds: its thread ends once the request times out, without
+starting anything.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ log = logging.getLogger(__name__)
 #: logged again (seconds)
 STALL_CHECK_S = 5.0
 STALL_REMINDER_S = 60.0
+#: seconds :meth:`FlowRunner.join` waits for a flow still starting (its ``main`` thread stuck in
+#: a start-up request to a cluster that does not answer) before it abandons that thread, which
+#: then starts nothing
+STARTUP_ABANDON_S = 2.0
 
 
 class DataPlane(Protocol):
@@ -144,10 +154,13 @@ class FlowRunner(Generic[P]):
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._main: threading.Thread | None = None
+        self._spawning = threading.Lock()
 
     def spawn(self, name: str, target: Callable[[threading.Event], object]) -> None:
         """Run ``target(stop_event)`` in a daemon thread of this flow, joined by :meth:`join`
-        (what it returns is ignored)."""
+        (what it returns is ignored). Once the flow is told to stop, does nothing (a start-up
+        that was under way then starts no thread)."""
 
         def body() -> None:
             try:
@@ -159,8 +172,14 @@ class FlowRunner(Generic[P]):
         thread = threading.Thread(
             target=body, name=f"{self.thread_prefix} {self.settings.name} {name}", daemon=True
         )
-        self._threads.append(thread)
-        thread.start()
+        with self._spawning:
+            if self._stop.is_set():
+                log.debug("flow %s: stopping, %s thread not started", self.settings.name, name)
+                return
+            self._threads.append(thread)
+            thread.start()
+        if name == "main":
+            self._main = thread
 
     def start(self) -> None:
         """Start the flow in the background and return at once: a ``main`` thread creates the
@@ -183,13 +202,15 @@ class FlowRunner(Generic[P]):
         if not self._await_clusters(stop) or not self.metadata.prepare(stop):
             return False
         self.came_up.set()
+        if stop.is_set():  # told to stop while the internal topics were created
+            return True
         if s.enabled:
             self.data_plane.prepare(self)
         else:
             self.metadata.release()
         if self.heartbeats is not None:
             self.spawn("heartbeats", self.heartbeats.run)
-        if s.enabled:
+        if s.enabled and not stop.is_set():
             self.spawn("metadata", self.metadata.run)
             self.data_plane.start(self)
             if s.emit_checkpoints_enabled and s.emit_offset_syncs_enabled:
@@ -217,7 +238,9 @@ class FlowRunner(Generic[P]):
         backoff = Backoff(base=1.0, cap=30.0)
         while not stop.is_set():
             configs = {s.source: s.source_admin, s.target: s.target_admin}
-            down = unreachable(configs, self.connect_timeout)
+            down = unreachable(configs, self.connect_timeout, stop=stop)
+            if stop.is_set():
+                break
             if not down:
                 self.stats.set_error("connection", None)
                 return True
@@ -241,17 +264,22 @@ class FlowRunner(Generic[P]):
 
     def join(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for every thread of the flow (the main thread first: it
-        may still be spawning the others); the flow is then ``STOPPED`` unless it ``FAILED``."""
+        may still be spawning the others; if it is still starting the flow, at most
+        :data:`STARTUP_ABANDON_S` seconds); the flow is then ``STOPPED`` unless it ``FAILED``."""
         deadline = time.monotonic() + timeout
-        joined: set[threading.Thread] = set()
-        while True:
-            pending = [t for t in self._threads if t not in joined]
-            if not pending:
-                break
-            for thread in pending:
-                thread.join(max(deadline - time.monotonic(), 0.1))
-                joined.add(thread)
-        self._threads = [t for t in self._threads if t.is_alive()]
+        if self._main is not None:
+            self._main.join(min(timeout, STARTUP_ABANDON_S))
+            if self._main.is_alive():
+                log.warning(
+                    "flow %s: stopped while starting; abandoning its start-up request (its "
+                    "thread ends when the request times out, and starts nothing)",
+                    self.settings.name,
+                )
+        with self._spawning:  # once stopped, no thread is added
+            threads = [t for t in self._threads if t is not self._main]
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.1))
+        self._threads = [t for t in threads if t.is_alive()]
         if self._threads:
             log.warning(
                 "flow %s: %d thread(s) still running after %.0fs: %s",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -72,7 +73,9 @@ def fresh_prefix() -> str:
     return f"test-{uuid.uuid4().hex[:8]}"
 
 
-def unreachable_runner(thread_prefix: str = "mirrorlib") -> FlowRunner[RecordingPlane]:
+def unreachable_runner(
+    thread_prefix: str = "mirrorlib", connect_timeout: float = 0.5
+) -> FlowRunner[RecordingPlane]:
     """A runner for A->B whose clusters never answer (nothing listens on port 1)."""
     cfg = MirrorConfig.from_properties(
         {
@@ -84,7 +87,9 @@ def unreachable_runner(thread_prefix: str = "mirrorlib") -> FlowRunner[Recording
         }
     )
     settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
-    return FlowRunner(settings, RecordingPlane(), thread_prefix=thread_prefix, connect_timeout=0.5)
+    return FlowRunner(
+        settings, RecordingPlane(), thread_prefix=thread_prefix, connect_timeout=connect_timeout
+    )
 
 
 # -- without a broker ------------------------------------------------------------------------
@@ -124,6 +129,28 @@ def test_blocking_start_raises_when_stopped_before_the_internal_topics_exist() -
     assert runner.data_plane.calls == ["stop"]
     assert components(runner) == set()
     assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+def test_a_stop_ends_the_wait_for_the_clusters_first_answer_at_once() -> None:
+    runner = unreachable_runner(thread_prefix=fresh_prefix(), connect_timeout=60)
+    runner.start()
+    time.sleep(1.0)  # the clusters have not answered: the probe waits up to 60 s
+    began = time.monotonic()
+    stop_flows([runner], 30)
+    assert time.monotonic() - began < 2.0
+    assert components(runner) == set()
+    assert runner.stats.snapshot().errors == ()  # stopped, not failed: no timeout reported
+    assert runner.stats.snapshot().state is FlowState.STOPPED
+
+
+def test_a_stopped_flow_starts_no_thread() -> None:
+    runner = unreachable_runner(thread_prefix=fresh_prefix())
+    runner.request_stop()
+    started = threading.Event()
+    runner.spawn("late", lambda _stop: started.set())
+    runner.join(5)
+    assert not started.is_set()
+    assert components(runner) == set()
 
 
 # -- on real clusters ------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from mirrorlib.core.worker_reports import (
     decode_report,
     decode_report_key,
     encode_report,
+    expire_after,
+    expired_reports,
     newest_reports,
     report_interval,
     report_key,
@@ -137,8 +139,26 @@ def test_a_report_older_than_three_intervals_is_silent_and_knows_nothing() -> No
 
 
 def test_a_stopped_slot_is_quiet_not_silent() -> None:
-    [view] = view_reports([report(state=WorkerState.STOPPED, age_s=3600.0)], NOW)
+    [view] = view_reports([report(state=WorkerState.STOPPED, age_s=59.0)], NOW)
     assert not view.silent and view.state == "stopped"
+
+
+def test_a_report_older_than_ten_intervals_expires_whatever_its_state() -> None:
+    assert expire_after(10.0) == 100.0
+    assert expire_after(1.0) == 60.0  # at least a minute
+    kept = [
+        report(0, age_s=99.0, interval_s=10.0),  # silent, not expired yet
+        report(1, state=WorkerState.STOPPED, age_s=59.0),
+    ]
+    gone = [
+        report(2, age_s=101.0, interval_s=10.0),  # a node that never came back
+        report(3, state=WorkerState.STOPPED, age_s=61.0),  # a clean stop, long ago
+        report(4, state=WorkerState.FAILED, age_s=3600.0),
+    ]
+    assert expired_reports(kept + gone, NOW) == gone
+    views = view_reports(kept + gone, NOW)
+    assert [v.report.slot for v in views] == [0, 1]
+    assert views[0].silent
 
 
 def test_stopped_keeps_failed_and_drops_partitions_and_rates() -> None:

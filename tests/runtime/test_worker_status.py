@@ -1,14 +1,21 @@
-"""A node's worker reports, composed from the flow's counters (no broker)."""
+"""A node's worker reports, composed from the flow's counters (no broker), and the expired
+reports a live node forgets (on real clusters)."""
 
 from __future__ import annotations
 
 import os
+import time
+
+import pytest
 
 from mirrorlib import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
-from mirrorlib.core.worker_reports import SlotInfo, WorkerState
+from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState
+from mirrorlib.kafka.worker_reports import WorkerReportWriter, read_worker_reports
 from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot
+from mirrorlib.testing import ClusterSet
+from tests.runtime.conftest import config
 
 
 def settings(**extra: str) -> FlowSettings:
@@ -56,3 +63,53 @@ def test_reports_name_the_flow_node_and_interval_and_keep_unknown_lag_unknown() 
     assert (r0.flow, r0.node, r0.tasks_max, r0.interval_s) == ("A->B", "n7", 2, 2.0)
     assert r0.lag_records == 10
     assert r1.lag_records is None
+
+
+@pytest.mark.integration
+def test_a_live_node_tombstones_expired_reports_of_any_node(two_clusters: ClusterSet) -> None:
+    _, b = two_clusters
+    cfg = config(two_clusters, ["A->B"], **{"node.id": "expiry-live"})
+    s = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    if s.worker_status_topic not in b.topic_names():
+        b.create_topic(s.worker_status_topic, config={"cleanup.policy": "compact"})
+    now_ms = int(time.time() * 1000)
+    fresh, gone, stopped = (
+        WorkerReport(
+            flow="A->B",
+            node=node,
+            slot=0,
+            pid=1,
+            state=state,
+            restarts=0,
+            partitions=(),
+            records_per_second=0.0,
+            bytes_per_second=0.0,
+            lag_records=None,
+            timestamp_ms=now_ms - int(age_s * 1000),
+            interval_s=1.0,
+        )
+        for node, state, age_s in (
+            ("expiry-fresh", WorkerState.STOPPED, 1.0),
+            ("expiry-gone", WorkerState.RUNNING, 3600.0),
+            ("expiry-stopped", WorkerState.STOPPED, 120.0),
+        )
+    )
+    writer = WorkerReportWriter(
+        s.target_producer, s.target_admin, s.worker_status_topic, alias=s.target
+    )
+    try:
+        assert writer.write([fresh, gone, stopped]) is None
+        reporter = WorkerReporter(s, StatsRegistry("A", "B"), lambda: ())
+        forgotten = reporter.forget_expired(writer)
+        assert {gone.key, stopped.key} <= {r.key for r in forgotten}
+        assert fresh.key not in {r.key for r in forgotten}
+    finally:
+        writer.close()
+
+    def nodes() -> set[str]:
+        reports, _ = read_worker_reports(
+            s.target_consumer, s.target_admin, s.worker_status_topic, alias=s.target, timeout=10
+        )
+        return {r.node for r in reports if r.node.startswith("expiry-")}
+
+    assert nodes() == {"expiry-fresh"}  # the tombstones hide them at once (compaction follows)

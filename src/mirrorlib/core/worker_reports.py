@@ -9,7 +9,11 @@ may share a flow. Every node writes, every :func:`report_interval` seconds, one
 :attr:`~mirrorlib.FlowConfig.worker_status_topic`), and a last one in state ``stopped`` when it
 stops cleanly. ``mirrorlib status`` reads the newest report per slot and shows it with its age
 (:class:`WorkerView`); a report older than :func:`silent_after` is *silent*: the node stopped
-reporting (killed, hung, cut off), and nothing it said counts any more.
+reporting (killed, hung, cut off), and nothing it said counts any more. A report older than
+:func:`expire_after` (ten report intervals, at least a minute) is *expired*, whatever its state
+(a silent node that never came back, the ``stopped`` rows of a clean stop): status no longer
+shows it, and a live node of the flow writes its tombstone so that the compacted topic forgets
+it (:func:`expired_reports`).
 
 The topic is mirrorlib's own, not MM2's ``mm2-status.<source>.internal`` (Connect's status
 storage): Connect parses every record of that topic as a connector, task or topic status, with
@@ -47,6 +51,8 @@ __all__ = [
     "decode_report",
     "decode_report_key",
     "encode_report",
+    "expire_after",
+    "expired_reports",
     "newest_reports",
     "report_interval",
     "report_key",
@@ -66,6 +72,9 @@ MAX_REPORT_INTERVAL_S: Final = 10.0
 #: a report is silent after this many of its intervals (and at least SILENT_MIN_S)
 SILENT_INTERVALS: Final = 3
 SILENT_MIN_S: Final = 5.0
+#: a report expires after this many of its intervals (and at least EXPIRE_MIN_S)
+EXPIRE_INTERVALS: Final = 10
+EXPIRE_MIN_S: Final = 60.0
 #: partitions listed per worker in the table (``--json`` lists them all)
 LISTED_PARTITIONS: Final = 4
 
@@ -87,6 +96,22 @@ def silent_after(interval_s: float) -> float:
     """Seconds after which a report written every ``interval_s`` seconds is silent: three
     intervals, at least :data:`SILENT_MIN_S`."""
     return max(SILENT_INTERVALS * interval_s, SILENT_MIN_S)
+
+
+def expire_after(interval_s: float) -> float:
+    """Seconds after which a report written every ``interval_s`` seconds expires: ten
+    intervals, at least :data:`EXPIRE_MIN_S`."""
+    return max(EXPIRE_INTERVALS * interval_s, EXPIRE_MIN_S)
+
+
+def _age_s(report: WorkerReport, now_ms: int) -> float:
+    return max(now_ms - report.timestamp_ms, 0) / 1000.0
+
+
+def expired_reports(reports: Iterable[WorkerReport], now_ms: int) -> list[WorkerReport]:
+    """The ``reports`` that expired at ``now_ms`` (older than :func:`expire_after` their
+    interval, whatever their state): not shown, and tombstoned by a live node."""
+    return [r for r in reports if _age_s(r, now_ms) > expire_after(r.interval_s)]
 
 
 class WorkerState(StrEnum):
@@ -325,10 +350,14 @@ class WorkerView:
 def view_reports(reports: Iterable[WorkerReport], now_ms: int) -> tuple[WorkerView, ...]:
     """``reports`` by node and slot, each with its age at ``now_ms`` and whether it is silent
     (a live state older than :func:`silent_after` its interval; a stopped or failed slot is
-    expected to be quiet)."""
+    expected to be quiet), without the expired ones (:func:`expired_reports`)."""
+    reports = list(reports)
+    expired = {r.key for r in expired_reports(reports, now_ms)}
     views = []
     for r in sorted(reports, key=lambda r: (r.node, r.slot)):
-        age = max(now_ms - r.timestamp_ms, 0) / 1000.0
+        if r.key in expired:
+            continue
+        age = _age_s(r, now_ms)
         silent = r.state in LIVE_STATES and age > silent_after(r.interval_s)
         views.append(WorkerView(r, age, silent))
     return tuple(views)

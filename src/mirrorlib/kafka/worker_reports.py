@@ -70,13 +70,25 @@ class WorkerReportWriter:
 
     def write(self, reports: Iterable[WorkerReport], *, flush: bool = True) -> str | None:
         """Write ``reports`` (and wait for them when ``flush``); the reason when it failed."""
+        return self._send(
+            ((report_key(*r.key), encode_report(r), r.timestamp_ms) for r in reports), flush
+        )
+
+    def forget(self, reports: Iterable[WorkerReport]) -> str | None:
+        """Write the tombstone of each slot of ``reports`` (compaction then removes the slot)
+        and wait for them; the reason when it failed."""
+        return self._send(((report_key(*r.key), None, None) for r in reports), True)
+
+    def _send(
+        self, records: Iterable[tuple[bytes, bytes | None, int | None]], flush: bool
+    ) -> str | None:
         self._error = None
         try:
             self._ensure_topic()
-            for r in reports:
+            for key, value, timestamp_ms in records:
                 self._producer.produce(
-                    self.topic, encode_report(r), report_key(*r.key), 0,
-                    timestamp=r.timestamp_ms, on_delivery=self._on_delivery,
+                    self.topic, value, key, 0, timestamp=timestamp_ms or 0,
+                    on_delivery=self._on_delivery,
                 )  # fmt: skip
             self._producer.poll(0)
             if flush and self._producer.flush(self.timeout) > 0:

@@ -8,6 +8,11 @@ per slot when the flow stops. The slots come from ``slots()``: the worker superv
 (:meth:`~mirrorlib.runtime.workers.Supervisor.slot_infos`, ``tasks.max`` > 1) or the
 in-process copier's one slot (:func:`copier_slot`); their rates and lag from the flow's
 counters.
+
+At its start and then once per :func:`~mirrorlib.core.worker_reports.expire_after` its
+interval, the reporter also reads the topic and writes the tombstone of every expired report
+of any node (:func:`~mirrorlib.core.worker_reports.expired_reports`): the rows of a node that
+never came back, and the ``stopped`` rows of a clean stop, leave the compacted topic.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from mirrorlib.core.worker_reports import (
     SlotInfo,
     WorkerReport,
     WorkerState,
+    expire_after,
+    expired_reports,
     report_interval,
     slot_reports,
 )
-from mirrorlib.kafka.worker_reports import WorkerReportWriter
+from mirrorlib.errors import MirrorError
+from mirrorlib.kafka.worker_reports import WorkerReportWriter, read_worker_reports
 
 __all__ = ["WorkerReporter", "copier_slot", "partition_loads"]
 
@@ -92,12 +100,37 @@ class WorkerReporter:
             s.target_producer, s.target_admin, s.worker_status_topic, alias=s.target,
             timeout=max(self.interval, 5.0),
         )  # fmt: skip
+        sweep_at = time.monotonic()  # the first sweep once the first reports are written
         try:
             while not stop.is_set():
                 self.last = self.reports()
-                writer.write(self.last)
+                if writer.write(self.last) is None and time.monotonic() >= sweep_at:
+                    self.forget_expired(writer)
+                    sweep_at = time.monotonic() + expire_after(self.interval)
                 stop.wait(self.interval)
             now_ms = int(time.time() * 1000)
             writer.write([r.stopped(now_ms) for r in self.reports() or self.last])
         finally:
             writer.close()
+
+    def forget_expired(self, writer: WorkerReportWriter) -> list[WorkerReport]:
+        """Tombstone the expired reports of the flow's topic (any node's) with ``writer``; the
+        reports tombstoned (none when the topic cannot be read: logged, tried next time)."""
+        s = self.s
+        try:
+            reports, _ = read_worker_reports(
+                s.target_consumer, s.target_admin, s.worker_status_topic, alias=s.target,
+                timeout=max(self.interval, 5.0),
+            )  # fmt: skip
+        except MirrorError as exc:
+            log.info("cannot read %s to forget expired worker reports: %s", s.worker_status_topic,
+                     exc)  # fmt: skip
+            return []
+        expired = expired_reports(reports, int(time.time() * 1000))
+        if not expired or writer.forget(expired) is not None:
+            return []
+        log.info(
+            "%s: forgot %d expired worker report(s): %s", s.worker_status_topic, len(expired),
+            ", ".join(f"{r.flow} {r.node} slot {r.slot} ({r.state.value})" for r in expired),
+        )  # fmt: skip
+        return expired

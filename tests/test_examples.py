@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -52,16 +53,24 @@ def _produce(cluster: Any, topic: str, n: int) -> None:
     assert p.flush(10) == 0
 
 
+def _run_embedded_service(
+    clusters: ClusterSet, topic: str, partitions: int, records: int, *args: str
+) -> Any:
+    """Run examples/embedded_service.py from A to B on ``topic`` (created with ``partitions``
+    and ``records`` records first) with the extra ``args``; its final report."""
+    a, b = clusters
+    a.create_topic(topic, partitions)
+    _produce(a, topic, records)
+    module = load("embedded_service")
+    return module.main(
+        ["--source", a.bootstrap_servers, "--target", b.bootstrap_servers,
+         "--topics", re.escape(topic), "--report-every", "2", *args]
+    )  # fmt: skip
+
+
 @pytest.mark.integration
 def test_embedded_service(two_clusters: ClusterSet, capsys: pytest.CaptureFixture[str]) -> None:
-    a, b = two_clusters
-    a.create_topic("ex.service", 2)
-    _produce(a, "ex.service", 50)
-    module = load("embedded_service")
-    report = module.main(
-        ["--source", a.bootstrap_servers, "--target", b.bootstrap_servers,
-         "--topics", "ex\\.service", "--seconds", "12", "--report-every", "2"]
-    )  # fmt: skip
+    report = _run_embedded_service(two_clusters, "ex.service", 2, 50, "--seconds", "12")
     assert report["healthy"], report
     assert report["flows"][0]["replicated"] >= 50
     assert report["flows"][0]["workers"] == []  # tasks.max=1: the copier is a thread
@@ -72,14 +81,9 @@ def test_embedded_service(two_clusters: ClusterSet, capsys: pytest.CaptureFixtur
 def test_embedded_service_with_two_worker_processes(
     two_clusters: ClusterSet, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a, b = two_clusters
-    a.create_topic("ex.workers", 4)
-    _produce(a, "ex.workers", 80)
-    module = load("embedded_service")
-    report = module.main(
-        ["--source", a.bootstrap_servers, "--target", b.bootstrap_servers,
-         "--topics", "ex\\.workers", "--seconds", "20", "--report-every", "2", "--tasks", "2"]
-    )  # fmt: skip
+    report = _run_embedded_service(
+        two_clusters, "ex.workers", 4, 80, "--seconds", "20", "--tasks", "2"
+    )
     flow = report["flows"][0]
     assert report["healthy"], report
     assert flow["replicated"] >= 80, flow

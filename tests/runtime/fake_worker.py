@@ -19,9 +19,8 @@ from mirrorlib.core.workerproto import (
     Report,
     Start,
     Stop,
-    read_frame,
-    write_frame,
 )
+from mirrorlib.runtime.frames import read_frame, write_frame
 
 
 def main() -> None:

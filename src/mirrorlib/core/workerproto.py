@@ -14,6 +14,9 @@ per-partition counters), :class:`Applied` once it holds exactly an assignment (e
 it dropped is committed and released; it is sent only after the worker's transactional producer
 was initialised, so the first one also says that any earlier process of the slot is fenced),
 :class:`Syncs` (offset syncs, written by the parent) and :class:`Exit` (why it ends).
+
+Pure: frames are made and taken apart here (:func:`encode_frame`, :func:`frame_size`,
+:func:`decode_frame`); the streams are read and written by :mod:`mirrorlib.runtime.frames`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import pickle
 import struct
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import Any
 
 import attrs
 
@@ -32,6 +35,8 @@ from mirrorlib.core.syncs import EmittedSync
 from mirrorlib.errors import WorkerProtocolError
 
 __all__ = [
+    "FRAME_HEADER_SIZE",
+    "MAX_FRAME",
     "REPORT_INTERVAL_S",
     "Applied",
     "Assign",
@@ -44,9 +49,10 @@ __all__ = [
     "Syncs",
     "Topics",
     "WorkerProtocolError",
-    "read_frame",
+    "decode_frame",
+    "encode_frame",
+    "frame_size",
     "report_of",
-    "write_frame",
 ]
 
 Key = tuple[str, int]
@@ -56,6 +62,8 @@ REPORT_INTERVAL_S = 0.5
 #: a frame larger than this is refused (a corrupt length)
 MAX_FRAME = 256 * 1024 * 1024
 _LEN = struct.Struct(">I")
+#: bytes of a frame's header: the length of its body
+FRAME_HEADER_SIZE = _LEN.size
 
 
 @attrs.frozen
@@ -145,37 +153,24 @@ class Exit:
     failed: bool = False
 
 
-def write_frame(stream: IO[bytes], message: object) -> None:
-    """Write one frame and flush."""
+def encode_frame(message: object) -> bytes:
+    """The frame of ``message``: its header, then its body."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LEN.pack(len(data)) + data)
-    stream.flush()
+    return _LEN.pack(len(data)) + data
 
 
-def read_frame(stream: IO[bytes]) -> Any:
-    """Read one frame; ``None`` at the end of the stream (the other side is gone)."""
-    head = _read_exactly(stream, _LEN.size)
-    if head is None:
-        return None
-    (size,) = _LEN.unpack(head)
+def frame_size(header: bytes) -> int:
+    """The length of the body that follows ``header`` (:data:`FRAME_HEADER_SIZE` bytes);
+    :class:`~mirrorlib.errors.WorkerProtocolError` above :data:`MAX_FRAME` (a corrupt stream)."""
+    (size,) = _LEN.unpack(header)
     if size > MAX_FRAME:
         raise WorkerProtocolError(f"worker frame of {size} bytes refused (corrupt stream?)")
-    body = _read_exactly(stream, size)
-    if body is None:
-        return None
+    return int(size)
+
+
+def decode_frame(body: bytes) -> Any:
+    """The message of a frame's body."""
     return pickle.loads(body)  # only ever from our own parent or worker process
-
-
-def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    left = size
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def report_of(

@@ -39,12 +39,11 @@ from mirrorlib.core.workerproto import (
     Stop,
     Syncs,
     Topics,
-    read_frame,
     report_of,
-    write_frame,
 )
 from mirrorlib.kafka.copier import Copier, DirectAssignment
 from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.runtime.frames import read_frame, write_frame
 
 __all__ = ["EXIT_FAILED", "EXIT_FENCED", "ORPHAN_DEADLINE_S", "main"]
 

@@ -68,11 +68,10 @@ from mirrorlib.core.workerproto import (
     Stop,
     Syncs,
     Topics,
-    read_frame,
-    write_frame,
 )
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
+from mirrorlib.runtime.frames import read_frame, write_frame
 from mirrorlib.runtime.worker import EXIT_FAILED
 from mirrorlib.runtime.worker_status import WorkerReporter
 

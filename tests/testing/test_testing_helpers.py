@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import re
 import socket
+from pathlib import Path
 
 import javaproperties
 import pytest
 
 from mirrorlib.errors import ClusterError, TestClusterError
-from mirrorlib.testing import JvmOptions, default_aliases
+from mirrorlib.testing import ClusterFactory, JvmOptions, default_aliases
 from mirrorlib.testing.cluster import ClusterSet, ExternalCluster, KafkaCluster
 from mirrorlib.testing.config import (
     ADMIN_USER,
@@ -260,3 +261,10 @@ def test_render_pom(tmp_path: object) -> None:
     for artifact in ("kafka_2.13", "connect-mirror", "kafka-tools", "log4j-slf4j-impl"):
         assert f"<artifactId>{artifact}</artifactId>" in pom
     assert "@" not in pom.split("-->", 1)[1]
+
+
+def test_a_misspelt_cluster_option_is_a_type_error(tmp_path: Path) -> None:
+    with ClusterFactory(tmp_path) as factory:
+        with pytest.raises(TypeError, match="tsl"):
+            factory.create(1, tsl=True)  # type: ignore[call-arg]
+        assert factory.create(1, acl=False)[0].alias == "A"  # nothing started yet

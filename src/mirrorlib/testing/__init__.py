@@ -20,6 +20,7 @@ from mirrorlib.errors import TestClusterError
 from mirrorlib.testing.cluster import (
     BaseCluster,
     ClusterFactory,
+    ClusterOptions,
     ClusterSet,
     ExternalCluster,
     KafkaCluster,
@@ -48,6 +49,7 @@ __all__ = [
     "Certificate",
     "CertificateAuthority",
     "ClusterFactory",
+    "ClusterOptions",
     "ClusterSet",
     "ExternalCluster",
     "JvmOptions",

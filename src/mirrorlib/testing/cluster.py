@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, overload
+from typing import Any, Literal, Self, TypedDict, Unpack, overload
 
 from mirrorlib.errors import TestClusterError
 from mirrorlib.testing import config as _cfg
@@ -28,6 +28,7 @@ from mirrorlib.testing.tls import TlsFiles
 __all__ = [
     "BaseCluster",
     "ClusterFactory",
+    "ClusterOptions",
     "ClusterSet",
     "ExternalCluster",
     "KafkaCluster",
@@ -773,6 +774,35 @@ def _parallel(calls: Sequence[Any]) -> list[BaseException]:
     return errors
 
 
+class ClusterOptions(TypedDict, total=False):
+    """How clusters are made: the keyword arguments of :meth:`ClusterFactory.start`,
+    :func:`start_clusters` and the ``kafka_clusters`` fixtures, every one optional.
+
+    ``acl`` (``False``) / ``users`` (none): ACL-enforcing SASL clusters with these users (see
+    :func:`~mirrorlib.testing.config.broker_properties`). ``tls`` (``False``): the client
+    listener is TLS, with certificates made for each cluster
+    (:class:`~mirrorlib.testing.tls.TlsFiles`); ``client_auth`` (``False``): the brokers also
+    require client certificates (mutual TLS). ``overrides``: broker settings for every cluster;
+    ``cluster_overrides``: per alias, applied after ``overrides``.
+    """
+
+    acl: bool
+    users: Mapping[str, str] | None
+    tls: bool
+    client_auth: bool
+    overrides: Mapping[str, str] | None
+    cluster_overrides: Mapping[str, Mapping[str, str]] | None
+
+
+def check_options(options: ClusterOptions) -> ClusterOptions:
+    """``options``, or :class:`TypeError` for a keyword that is not a :class:`ClusterOptions`
+    (as a misspelt keyword argument of an explicit signature)."""
+    unknown = sorted(set(options) - set(ClusterOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+    return options
+
+
 class ClusterFactory:
     """Creates, starts (in parallel) and finally stops local :class:`KafkaCluster` instances.
 
@@ -806,18 +836,13 @@ class ClusterFactory:
         self._lock = threading.Lock()
 
     def create(
-        self,
-        n_or_aliases: int | Iterable[str] = 2,
-        *,
-        acl: bool = False,
-        users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        client_auth: bool = False,
-        overrides: Mapping[str, str] | None = None,
-        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        self, n_or_aliases: int | Iterable[str] = 2, **options: Unpack[ClusterOptions]
     ) -> list[KafkaCluster]:
         """New, not yet started clusters (see :meth:`start` for the arguments)."""
+        check_options(options)
         aliases = _aliases(n_or_aliases)
+        overrides = options.get("overrides")
+        cluster_overrides = options.get("cluster_overrides")
         unknown = set(cluster_overrides or {}) - set(aliases)
         if unknown:
             raise TestClusterError(f"cluster_overrides for unknown aliases: {sorted(unknown)}")
@@ -828,7 +853,8 @@ class ClusterFactory:
                 sub = self.work_dir / f"{alias}-{self._counter}"
             props = {**(overrides or {}), **(cluster_overrides or {}).get(alias, {})}
             cluster = KafkaCluster(
-                alias, sub, acl=acl, users=users, tls=tls, client_auth=client_auth,
+                alias, sub, acl=options.get("acl", False), users=options.get("users"),
+                tls=options.get("tls", False), client_auth=options.get("client_auth", False),
                 overrides=props, jvm=self.jvm,
                 kafka_version=self.kafka_version, startup_timeout=self.startup_timeout,
                 ready_probe=self.ready_probe,
@@ -842,28 +868,17 @@ class ClusterFactory:
         self,
         n_or_aliases: int | Iterable[str] = 2,
         *,
-        acl: bool = False,
-        users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        client_auth: bool = False,
-        overrides: Mapping[str, str] | None = None,
-        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
         timeout: float | None = None,
+        **options: Unpack[ClusterOptions],
     ) -> ClusterSet:
         """Start independent clusters in parallel and wait until all are ready.
 
-        ``n_or_aliases``: a count (aliases ``A``, ``B``, ...) or the aliases themselves.
-        ``acl``/``users``: ACL-enforcing SASL clusters (see :func:`~mirrorlib.testing.config.
-        broker_properties`). ``tls``: the client listener is TLS, with certificates made for
-        each cluster (:class:`~mirrorlib.testing.tls.TlsFiles`); ``client_auth``: the brokers
-        also require client certificates (mutual TLS). ``overrides``: broker settings for every cluster;
-        ``cluster_overrides``: per alias, applied after ``overrides``. If any cluster fails to
-        start, all of them are stopped and the first error is raised.
+        ``n_or_aliases``: a count (aliases ``A``, ``B``, ...) or the aliases themselves;
+        ``options``: how they are made (:class:`ClusterOptions`: ``acl``, ``users``, ``tls``,
+        ``client_auth``, ``overrides``, ``cluster_overrides``). If any cluster fails to start,
+        all of them are stopped and the first error is raised.
         """
-        clusters = self.create(
-            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
-            overrides=overrides, cluster_overrides=cluster_overrides,
-        )  # fmt: skip
+        clusters = self.create(n_or_aliases, **options)
         # resolve jars / check java once, before the threads race for the lock
         java_executable()
         kafka_classpath(self.kafka_version)
@@ -913,29 +928,23 @@ class _FactoryClusterSet(ClusterSet):
 def start_clusters(
     n_or_aliases: int | Iterable[str] = 2,
     *,
-    acl: bool = False,
-    users: Mapping[str, str] | None = None,
-    tls: bool = False,
-    client_auth: bool = False,
-    overrides: Mapping[str, str] | None = None,
-    cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
     work_dir: str | os.PathLike[str] | None = None,
     jvm: JvmOptions | None = None,
     timeout: float = 120.0,
+    **options: Unpack[ClusterOptions],
 ) -> ClusterSet:
     """Start clusters in parallel; use the result as a context manager to stop them::
 
         with start_clusters(2) as (a, b):
             a.create_topic("t")
 
-    A temporary work dir is removed on stop unless ``work_dir`` is given (or a start failed).
+    ``options``: how they are made (:class:`ClusterOptions`: ``acl``, ``users``, ``tls``,
+    ``client_auth``, ``overrides``, ``cluster_overrides``). A temporary work dir is removed on
+    stop unless ``work_dir`` is given (or a start failed).
     """
     factory = ClusterFactory(work_dir, jvm=jvm, startup_timeout=timeout)
     try:
-        started = factory.start(
-            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
-            overrides=overrides, cluster_overrides=cluster_overrides,
-        )  # fmt: skip
+        started = factory.start(n_or_aliases, **options)
     except BaseException:
         factory.close()
         raise

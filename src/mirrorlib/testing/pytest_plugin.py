@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 import pytest
 
@@ -37,9 +37,11 @@ from mirrorlib.errors import TestClusterError
 from mirrorlib.testing.cluster import (
     BaseCluster,
     ClusterFactory,
+    ClusterOptions,
     ClusterSet,
     ExternalCluster,
     _aliases,
+    check_options,
 )
 from mirrorlib.testing.external import external_clusters_from_env
 
@@ -62,15 +64,7 @@ class ClusterRequest(Protocol):
     """The signature of the ``kafka_clusters`` / ``private_kafka_clusters`` factories."""
 
     def __call__(
-        self,
-        n_or_aliases: int | Iterable[str] = 2,
-        *,
-        acl: bool = False,
-        users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        client_auth: bool = False,
-        overrides: Mapping[str, str] | None = None,
-        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        self, n_or_aliases: int | Iterable[str] = 2, **options: Unpack[ClusterOptions]
     ) -> ClusterSet: ...
 
 
@@ -89,16 +83,9 @@ def require_managed(*clusters: BaseCluster) -> None:
 
 
 def _external(
-    externals: list[ExternalCluster],
-    n_or_aliases: int | Iterable[str],
-    *,
-    acl: bool,
-    users: Mapping[str, str] | None,
-    tls: bool,
-    overrides: Mapping[str, str] | None,
-    cluster_overrides: Mapping[str, Mapping[str, str]] | None,
+    externals: list[ExternalCluster], n_or_aliases: int | Iterable[str], options: ClusterOptions
 ) -> ClusterSet:
-    if acl or users or tls or overrides or cluster_overrides:
+    if any(check_options(options).values()):
         pytest.skip(
             "MIRRORLIB_TEST_CLUSTERS is set: ACL and TLS clusters and broker overrides need "
             "clusters mirrorlib starts itself"
@@ -117,21 +104,15 @@ def _external(
     return ClusterSet(by_alias[a] for a in aliases)
 
 
-def _key(
-    n_or_aliases: int | Iterable[str],
-    acl: bool,
-    users: Mapping[str, str] | None,
-    tls: tuple[bool, bool],
-    overrides: Mapping[str, str] | None,
-    cluster_overrides: Mapping[str, Mapping[str, str]] | None,
-) -> tuple[Any, ...]:
+def _key(n_or_aliases: int | Iterable[str], options: ClusterOptions) -> tuple[Any, ...]:
+    cluster_overrides = options.get("cluster_overrides") or {}
     return (
         _aliases(n_or_aliases),
-        acl,
-        tuple(sorted((users or {}).items())),
-        tls,
-        tuple(sorted((overrides or {}).items())),
-        tuple(sorted((a, tuple(sorted(o.items()))) for a, o in (cluster_overrides or {}).items())),
+        options.get("acl", False),
+        tuple(sorted((options.get("users") or {}).items())),
+        (options.get("tls", False), options.get("client_auth", False)),
+        tuple(sorted((options.get("overrides") or {}).items())),
+        tuple(sorted((a, tuple(sorted(o.items()))) for a, o in cluster_overrides.items())),
     )
 
 
@@ -144,25 +125,14 @@ class _SessionClusters:
         self._cache: dict[tuple[Any, ...], ClusterSet | TestClusterError] = {}
 
     def __call__(
-        self,
-        n_or_aliases: int | Iterable[str] = 2,
-        *,
-        acl: bool = False,
-        users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        client_auth: bool = False,
-        overrides: Mapping[str, str] | None = None,
-        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        self, n_or_aliases: int | Iterable[str] = 2, **options: Unpack[ClusterOptions]
     ) -> ClusterSet:
         if not isinstance(n_or_aliases, int):
             n_or_aliases = tuple(n_or_aliases)
         if self._externals is not None:
-            return _external(
-                self._externals, n_or_aliases, acl=acl, users=users, tls=tls or client_auth,
-                overrides=overrides, cluster_overrides=cluster_overrides,
-            )  # fmt: skip
+            return _external(self._externals, n_or_aliases, options)
         assert self._factory is not None
-        key = _key(n_or_aliases, acl, users, (tls, client_auth), overrides, cluster_overrides)
+        key = _key(n_or_aliases, check_options(options))
         cached = self._cache.get(key)
         if isinstance(cached, TestClusterError):
             # do not spend another startup timeout on a configuration that already failed
@@ -178,10 +148,7 @@ class _SessionClusters:
                     raise
             return cached
         try:
-            clusters = self._factory.start(
-                n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
-                overrides=overrides, cluster_overrides=cluster_overrides, timeout=_start_timeout(),
-            )  # fmt: skip
+            clusters = self._factory.start(n_or_aliases, timeout=_start_timeout(), **options)
         except TestClusterError as exc:
             self._cache[key] = exc
             raise
@@ -218,19 +185,9 @@ def private_kafka_clusters(tmp_path: Any) -> Iterator[ClusterRequest]:
     )
 
     def request(
-        n_or_aliases: int | Iterable[str] = 2,
-        *,
-        acl: bool = False,
-        users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        client_auth: bool = False,
-        overrides: Mapping[str, str] | None = None,
-        cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        n_or_aliases: int | Iterable[str] = 2, **options: Unpack[ClusterOptions]
     ) -> ClusterSet:
-        return factory.start(
-            n_or_aliases, acl=acl, users=users, tls=tls, client_auth=client_auth,
-            overrides=overrides, cluster_overrides=cluster_overrides, timeout=_start_timeout(),
-        )  # fmt: skip
+        return factory.start(n_or_aliases, timeout=_start_timeout(), **options)
 
     try:
         yield request

@@ -795,7 +795,7 @@ class ClusterOptions(TypedDict, total=False):
 
 
 def check_options(options: ClusterOptions) -> ClusterOptions:
-    """``options``, or :class:`TypeError` for a keyword that is not a :class:`ClusterOptions`
+    """``options``, or ``TypeError`` for a keyword that is not a :class:`ClusterOptions`
     (as a misspelt keyword argument of an explicit signature)."""
     unknown = sorted(set(options) - set(ClusterOptions.__annotations__))
     if unknown:

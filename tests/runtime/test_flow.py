@@ -13,7 +13,7 @@ import pytest
 from mirrorlib import MirrorConfig, MirrorError
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState
-from mirrorlib.runtime.flow import FlowRunner, stop_flows
+from mirrorlib.runtime.flow import STARTUP_ABANDON_S, FlowRunner, stop_flows
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import config, wait_for
 
@@ -260,3 +260,45 @@ def test_a_stall_is_logged_while_it_lasts_and_its_end_too(
         assert runner.stats.snapshot().state is not FlowState.STALLED
     finally:
         stop_flows([runner], timeout=30)
+
+
+class StuckPlane:
+    """A data plane whose :meth:`prepare` hangs (like a start-up request to a cluster that
+    accepts connections and never answers) until :attr:`release` is set."""
+
+    def __init__(self) -> None:
+        self.preparing = threading.Event()
+        self.release = threading.Event()
+        self.started = False
+
+    def prepare(self, flow: FlowRunner[Any]) -> None:
+        self.preparing.set()
+        self.release.wait(60)
+
+    def start(self, flow: FlowRunner[Any]) -> None:
+        self.started = True
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.mark.integration
+def test_a_stuck_start_up_is_abandoned_by_a_stop_and_starts_nothing_afterwards(
+    two_clusters: ClusterSet,
+) -> None:
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "stuck\\..*"})
+    plane = StuckPlane()
+    runner = FlowRunner(
+        FlowSettings.from_config(cfg, cfg.flow("A", "B")), plane, thread_prefix=fresh_prefix()
+    )
+    runner.start()
+    try:
+        assert plane.preparing.wait(60)
+        began = time.monotonic()
+        stop_flows([runner], 30)
+        assert time.monotonic() - began < STARTUP_ABANDON_S + 2.0
+        assert runner.stats.snapshot().state is FlowState.STOPPED
+    finally:
+        plane.release.set()
+    wait_for("the abandoned start-up to end", lambda: not components(runner), timeout=10)
+    assert not plane.started  # nothing started after the stop: no heartbeats, no copier

@@ -162,37 +162,45 @@ class FlowRunner(Generic[P]):
         (what it returns is ignored). Once the flow is told to stop, does nothing (a start-up
         that was under way then starts no thread)."""
 
-        def body() -> None:
-            try:
-                target(self._stop)
-            except Exception:
-                log.exception("flow %s: %s thread died", self.settings.name, name)
-                self.stats.set_error(name, "thread died; see the log")
-
-        thread = threading.Thread(
-            target=body, name=f"{self.thread_prefix} {self.settings.name} {name}", daemon=True
-        )
         with self._spawning:
-            if self._stop.is_set():
+            stop = self._stop
+            if stop.is_set():
                 log.debug("flow %s: stopping, %s thread not started", self.settings.name, name)
                 return
+
+            def body() -> None:
+                try:
+                    target(stop)
+                except Exception:
+                    log.exception("flow %s: %s thread died", self.settings.name, name)
+                    self.stats.set_error(name, "thread died; see the log")
+
+            thread = threading.Thread(
+                target=body, name=f"{self.thread_prefix} {self.settings.name} {name}", daemon=True
+            )
             self._threads.append(thread)
             thread.start()
         if name == "main":
             self._main = thread
 
+    def _new_run(self) -> threading.Event:
+        """A fresh stop event for a new start: a start-up abandoned by an earlier stop keeps
+        its own event, set, and never runs on."""
+        with self._spawning:
+            self._stop = threading.Event()
+            return self._stop
+
     def start(self) -> None:
         """Start the flow in the background and return at once: a ``main`` thread creates the
         internal topics, retrying until the clusters answer, then starts the components."""
-        self._stop.clear()
+        self._new_run()
         self.spawn("main", self._start_components)
 
     def start_blocking(self) -> None:
         """Start the flow in the calling thread: returns once every component runs. Blocks
         while the internal topics cannot be created; raises :class:`~mirrorlib.MirrorError` if
         :meth:`request_stop` comes first, and whatever the data plane's hooks raise."""
-        self._stop.clear()
-        if not self._start_components(self._stop):
+        if not self._start_components(self._new_run()):
             raise MirrorError(
                 f"flow {self.settings.name}: stopped before the internal topics were created"
             )
@@ -208,6 +216,8 @@ class FlowRunner(Generic[P]):
             self.data_plane.prepare(self)
         else:
             self.metadata.release()
+        if stop.is_set():
+            return True
         if self.heartbeats is not None:
             self.spawn("heartbeats", self.heartbeats.run)
         if s.enabled and not stop.is_set():

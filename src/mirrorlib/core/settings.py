@@ -119,10 +119,10 @@ class FlowSettings:
         ``max.partition.fetch.bytes`` per round trip: 8 MiB instead of 1 MiB needs an eighth
         of the round trips (the queue stays bounded by ``queued.max.messages.kbytes``). A whole
         fetch response is at most ``fetch.max.bytes``: 16 MiB instead of librdkafka's 50 MiB,
-        which many partitions of large records filled (30-48 MB per response at 10 KiB x 16
-        partitions), so that the copier waited for few, huge responses and a second one pushed
-        the queue over its 64 MiB, stopping the fetches until it drained (docs/benchmarks.md,
-        "Large records: the fetch response size")."""
+        which many partitions of large records filled (22-48 MB per response at 10 KiB x 16
+        partitions): the copier waited for few, huge responses, and a second one pushed the
+        queue over its 64 MiB, stopping the fetches until it drained (docs/benchmarks.md,
+        "Large records: the fetch response size, and the producer")."""
         conf: dict[str, Any] = dict(self.source_consumer)
         conf.setdefault("fetch.queue.backoff.ms", _FETCH_QUEUE_BACKOFF_MS)
         if not _PARTITION_FETCH_KEYS & conf.keys():  # (aliases: the user's must not be overridden)

@@ -145,3 +145,22 @@ def test_progress_starts_with_nothing_acknowledged() -> None:
     assert part.key == ("t", 0) and part.tp.topic == "t" and part.tp.partition == 0
     assert part.acked is None and part.blocked_at is None and part.txn_last is None
     assert part.outstanding == 0 and not part.has_reports
+
+
+def test_retries_grow_while_refused_and_start_over_once_a_record_is_acknowledged() -> None:
+    part, _ = progress()
+    part.retries.uniform = lambda low, high: high  # the longest delay of each draw
+    assert [part.retries.next_delay() for _ in range(3)] == [3.0, 9.0, 27.0]
+    # the retry is refused again: no acknowledgement, the back-off keeps growing
+    produce(part, [10, 11])
+    deliver(part, None, 501)
+    acks = part.take(None)
+    assert acks is not None and acks.blocked_at == 10 and not acks.upstream
+    assert part.retries.failures == 3 and part.retries.next_delay() == 60.0
+    # sent again from the blocked record and acknowledged: the next refusal starts over
+    produce(part, [10, 11])
+    deliver(part, 502, 503)
+    acks = part.take(None)
+    assert acks is not None and acks.upstream == [10, 11]
+    assert part.retries.failures == 0
+    assert part.retries.next_delay() == 3.0

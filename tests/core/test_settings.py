@@ -105,6 +105,7 @@ def test_record_consumer_refetches_soon_unless_the_user_says_otherwise() -> None
     conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).record_consumer()
     assert conf["fetch.queue.backoff.ms"] == 10
     assert conf["max.partition.fetch.bytes"] == 8 * 1024 * 1024
+    assert conf["fetch.max.bytes"] == 16 * 1024 * 1024
     assert conf["bootstrap.servers"] == "127.0.0.1:1"
     for key in ("max.partition.fetch.bytes", "fetch.message.max.bytes"):  # librdkafka aliases
         props = {**BASE, "A.consumer.fetch.queue.backoff.ms": "500", f"A.consumer.{key}": "2048"}
@@ -115,3 +116,14 @@ def test_record_consumer_refetches_soon_unless_the_user_says_otherwise() -> None
             k: str(v) for k, v in conf.items() if k.endswith("fetch.bytes") or "message.max" in k
         }
         assert fetch == {key: "2048"}, fetch  # and no alias of it is added after it
+
+
+def test_record_consumer_fetch_response_limit_yields_to_the_user() -> None:
+    for extra, expected in (
+        ({"A.consumer.fetch.max.bytes": "4000000"}, "4000000"),  # the user's setting wins
+        ({"A.consumer.message.max.bytes": "20000000"}, "20000000"),  # librdkafka: >= this
+    ):
+        props = {**BASE, **extra}
+        cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+        conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).record_consumer()
+        assert str(conf["fetch.max.bytes"]) == expected

@@ -237,8 +237,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_replicator(args: argparse.Namespace) -> int:
+    from mirrorlib.runtime.process import tune_gc
     from mirrorlib.runtime.replicator import Replicator
 
+    tune_gc()  # this process is mirrorlib's own (an embedding application's is not touched)
     config = _load(args.config, show_warnings=False)  # the replicator logs them
     replicator = Replicator(config, clusters=args.clusters, connect_timeout=args.timeout)
     server = None

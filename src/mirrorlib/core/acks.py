@@ -36,9 +36,13 @@ from typing import Protocol
 import attrs
 
 from mirrorlib.core.records import TopicPartition
+from mirrorlib.core.retry import Backoff
 from mirrorlib.core.status import PartitionStats
 
-__all__ = ["Acknowledged", "DeliveryReport", "InFlight", "PartitionProgress"]
+__all__ = ["PARKING_BACKOFF", "Acknowledged", "DeliveryReport", "InFlight", "PartitionProgress"]
+
+#: ``(base, cap)`` seconds of a blocked partition's retries (:attr:`PartitionProgress.retries`)
+PARKING_BACKOFF = (1.0, 60.0)
 
 # `take` compacts the produced offsets once this many were matched (amortised O(1) per record)
 _COMPACT_AFTER = 65_536
@@ -202,9 +206,14 @@ class InFlight:
 
 class PartitionProgress(InFlight):
     """One source partition's replication progress: what is in flight (:class:`InFlight`),
-    what is acknowledged, and where it is blocked."""
+    what is acknowledged, where it is blocked, and how long to wait before retrying it.
 
-    __slots__ = ("acked", "blocked_at", "key", "stats", "tp", "txn_last")
+    :attr:`retries` is the back-off of a blocked partition's retries: each refusal in a row
+    waits longer, and the first record acknowledged again (by :meth:`take`) starts it over, so
+    a partition that recovered and is refused again much later is retried after the base delay,
+    not after the delay its earlier refusals had grown to."""
+
+    __slots__ = ("acked", "blocked_at", "key", "retries", "stats", "tp", "txn_last")
 
     def __init__(
         self,
@@ -219,3 +228,11 @@ class PartitionProgress(InFlight):
         self.acked: int | None = None  # last upstream offset acknowledged contiguously
         self.blocked_at: int | None = None  # first upstream offset whose delivery failed
         self.txn_last: int | None = None  # exactly-once: last upstream offset of the open txn
+        self.retries = Backoff(base=PARKING_BACKOFF[0], cap=PARKING_BACKOFF[1])
+
+    def take(self, blocked_at: int | None) -> Acknowledged | None:
+        """:meth:`InFlight.take`; a record acknowledged resets :attr:`retries`."""
+        acks = super().take(blocked_at)
+        if acks is not None and acks.upstream and self.retries.failures:
+            self.retries.reset()  # it delivers again: the next refusal starts over
+        return acks

@@ -38,6 +38,7 @@ __all__ = ["NEVER", "FlowSettings"]
 _FETCH_QUEUE_BACKOFF_MS = 10
 _PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 _PARTITION_FETCH_KEYS = frozenset({"max.partition.fetch.bytes", "fetch.message.max.bytes"})
+_FETCH_MAX_BYTES = 16 * 1024 * 1024
 
 NEVER = 10.0**9
 """The interval, in seconds, of a periodic task that is disabled: it never comes due again."""
@@ -116,11 +117,20 @@ class FlowSettings:
         waited"). A short back-off re-checks the queue soon. The consumer has one fetch request
         in flight per broker, so a partition's backlog arrives at most
         ``max.partition.fetch.bytes`` per round trip: 8 MiB instead of 1 MiB needs an eighth
-        of the round trips (the queue stays bounded by ``queued.max.messages.kbytes``)."""
+        of the round trips (the queue stays bounded by ``queued.max.messages.kbytes``). A whole
+        fetch response is at most ``fetch.max.bytes``: 16 MiB instead of librdkafka's 50 MiB,
+        which many partitions of large records filled (22-48 MB per response at 10 KiB x 16
+        partitions): the copier waited for few, huge responses, and a second one pushed the
+        queue over its 64 MiB, stopping the fetches until it drained (docs/benchmarks.md,
+        "Large records: the fetch response size, and the producer")."""
         conf: dict[str, Any] = dict(self.source_consumer)
         conf.setdefault("fetch.queue.backoff.ms", _FETCH_QUEUE_BACKOFF_MS)
         if not _PARTITION_FETCH_KEYS & conf.keys():  # (aliases: the user's must not be overridden)
             conf["max.partition.fetch.bytes"] = _PARTITION_FETCH_BYTES
+        if "fetch.max.bytes" not in conf:  # (librdkafka: at least message.max.bytes)
+            conf["fetch.max.bytes"] = max(
+                _FETCH_MAX_BYTES, int(conf.get("message.max.bytes", 0))
+            )
         return conf
 
     def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:

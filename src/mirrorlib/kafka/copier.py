@@ -125,10 +125,12 @@ __all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
 
 log = logging.getLogger(__name__)
 
-#: back-off (seconds) of a copier restart and of a parked partition's retries
+#: back-off (seconds) of a copier restart (a parked partition's: PartitionProgress.retries)
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 # seconds between two renewals of a stale static-member assignment
 _RESUBSCRIBE_MIN_S = 10.0
+# a record size no max.message.bytes check applies to (the remote topic's limit is unknown)
+_NO_LIMIT = 1 << 62
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
 # errors of a produce call or delivery report that mean the producer itself is dead (fenced by
@@ -183,7 +185,6 @@ class _Part(PartitionProgress):
     blocked; :class:`~mirrorlib.core.acks.PartitionProgress`), remote topic, pacing and parking."""
 
     __slots__ = (
-        "backoff",
         "budget",
         "max_bytes",
         "parked_until",
@@ -213,7 +214,6 @@ class _Part(PartitionProgress):
         # A retry sends the record it was parked at to the target once, whatever the known
         # max.message.bytes says: the limit may have been raised since it was read (it is cached).
         self.probe_at: int | None = None
-        self.backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)  # of parking retries
 
 
 class Copier:
@@ -531,8 +531,9 @@ class Copier:
         sent_append: Callable[[int], None] | None = None
         remote = ""
         dr: Any = None
-        half_max: int | None = None
+        half_max = _NO_LIMIT
         queue: Callable[[Any], None] | None = None
+        skip = True  # the current run's records are not copied (see below)
         last_off = -1
         last_ts = 0
         nbytes = 0
@@ -550,27 +551,29 @@ class Copier:
                 cur_topic, cur_partition = topic, partition
                 part = parts.get((topic, partition))
                 last_off, nbytes = -1, 0
+                # not ours any more, or waiting for a retry (it was seeked back)
+                skip = part is None or bool(part.parked_until)
                 if part is not None:
                     sent_append = part.produced
                     remote, dr = part.remote, part.on_delivery
-                    half_max = None if part.max_bytes is None else part.max_bytes // 2
+                    # records this large are checked against max.message.bytes (no limit: none)
+                    half_max = (
+                        _NO_LIMIT if part.max_bytes is None else part.max_bytes // 2
+                    ) - RECORD_OVERHEAD
                     queue = None
                     if part.budget is not None or part.pending:
                         queue = part.pending.append
                         self._queued.add(part)
-            if part is None or part.parked_until:
-                continue  # not ours any more, or waiting for a retry (it was seeked back)
+            if skip:
+                continue
+            assert part is not None and sent_append is not None  # (not skipped: ours)
             if queue is not None:
                 queue(msg)  # paced: produced by _send_queued, a batch at a time
                 continue
             value = msg.value()
             ts = msg.timestamp()[1]
-            if (
-                half_max is not None
-                and value is not None
-                and len(value) + RECORD_OVERHEAD > half_max
-                and self._too_large(part, msg)
-            ):
+            if value is not None and len(value) > half_max and self._too_large(part, msg):
+                skip = True  # parked: the rest of the run is read again after the retry
                 continue
             offset = msg.offset()
             try:
@@ -596,10 +599,10 @@ class Copier:
                         self._producer.poll(0.05)
             except KafkaException as exc:
                 self._refused(part, offset, exc)
+                skip = bool(part.parked_until)
                 continue
             if stopped:  # not produced: this record and the rest are copied after a restart
                 break
-            assert sent_append is not None
             sent_append(offset)
             last_off = offset
             last_ts = ts
@@ -1021,7 +1024,7 @@ class Copier:
 
     def _park(self, part: _Part, offset: int, reason: str, *, from_delivery: bool = False) -> None:
         """Stop a partition at ``offset`` and retry it later with back-off."""
-        delay = part.backoff.next_delay()
+        delay = part.retries.next_delay()
         if not part.parked_until:
             log.error(
                 "flow %s: %s; partition paused, retrying in %.0fs", self.s.name, reason, delay

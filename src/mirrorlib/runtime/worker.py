@@ -44,6 +44,7 @@ from mirrorlib.core.workerproto import (
 from mirrorlib.kafka.copier import Copier, DirectAssignment
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.frames import read_frame, write_frame
+from mirrorlib.runtime.process import tune_gc
 
 __all__ = ["EXIT_FAILED", "EXIT_FENCED", "ORPHAN_DEADLINE_S", "main"]
 
@@ -211,6 +212,7 @@ def main() -> int:
             f"pid {os.getpid()}] %(name)s: %(message)s"
         ),
     )
+    tune_gc()
     stop = threading.Event()
     worker = _Worker(start, _Channel(out, stop), stop)
     return worker.run(stream)

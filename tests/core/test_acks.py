@@ -164,3 +164,18 @@ def test_retries_grow_while_refused_and_start_over_once_a_record_is_acknowledged
     assert acks is not None and acks.upstream == [10, 11]
     assert part.retries.failures == 0
     assert part.retries.next_delay() == 3.0
+
+
+def test_with_nothing_acknowledged_an_abort_goes_back_to_the_first_record_produced() -> None:
+    """A partition that started at the end of its log (``latest``) and whose first transaction
+    aborts copies again from where it started, not from the beginning of the log."""
+    part, _ = progress()
+    assert part.first_unsettled() is None  # nothing produced: stay where it is
+    produce(part, [500, 501, 502])
+    assert part.first_unsettled() == 500  # produced, no report yet
+    deliver(part, 7, 8, 9)
+    assert part.take(None) is not None  # matched (exactly-once: acknowledged on commit only)
+    produce(part, [503])
+    assert part.first_unsettled() == 500
+    part.clear()  # the transaction aborted: everything since is forgotten
+    assert part.first_unsettled() == 500

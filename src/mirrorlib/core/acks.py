@@ -213,7 +213,7 @@ class PartitionProgress(InFlight):
     a partition that recovered and is refused again much later is retried after the base delay,
     not after the delay its earlier refusals had grown to."""
 
-    __slots__ = ("acked", "blocked_at", "key", "retries", "stats", "tp", "txn_last")
+    __slots__ = ("acked", "blocked_at", "key", "origin", "retries", "stats", "tp", "txn_last")
 
     def __init__(
         self,
@@ -229,10 +229,25 @@ class PartitionProgress(InFlight):
         self.blocked_at: int | None = None  # first upstream offset whose delivery failed
         self.txn_last: int | None = None  # exactly-once: last upstream offset of the open txn
         self.retries = Backoff(base=PARKING_BACKOFF[0], cap=PARKING_BACKOFF[1])
+        # first upstream offset matched with a report while nothing was acknowledged (see
+        # :meth:`first_unsettled`)
+        self.origin: int | None = None
 
     def take(self, blocked_at: int | None) -> Acknowledged | None:
         """:meth:`InFlight.take`; a record acknowledged resets :attr:`retries`."""
+        if self.acked is None and self.origin is None and self.outstanding:
+            self.origin = self._sent[self._head]
         acks = super().take(blocked_at)
         if acks is not None and acks.upstream and self.retries.failures:
             self.retries.reset()  # it delivers again: the next refusal starts over
         return acks
+
+    def first_unsettled(self) -> int | None:
+        """Where to copy from again when nothing is acknowledged (:attr:`acked` is ``None``) and
+        everything since is forgotten (an aborted transaction): the first upstream offset this
+        partition produced, or ``None`` when it produced nothing yet. A partition that started
+        at the end of its log (``auto.offset.reset=latest``) goes back to where it started, not
+        to the beginning of the log."""
+        if self.origin is not None:
+            return self.origin
+        return self._sent[self._head] if self.outstanding else None

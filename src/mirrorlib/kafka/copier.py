@@ -1002,9 +1002,19 @@ class Copier:
         self.committer.forget(keys)
 
     def _rewind(self, part: PartitionProgress) -> None:
-        """After an aborted transaction: fetch ``part`` again from its committed position."""
+        """After an aborted transaction: fetch ``part`` again from its committed position (with
+        none yet: from the first record it produced or queued, or, having read nothing, from
+        where it is)."""
         assert isinstance(part, _Part)
-        self._seek(part, OFFSET_BEGINNING if part.acked is None else part.acked + 1)
+        if part.acked is not None:
+            self._seek(part, part.acked + 1)
+            return
+        first = part.first_unsettled()
+        if part.pending:
+            queued = part.pending[0].offset()
+            first = queued if first is None else min(first, queued)
+        if first is not None:
+            self._seek(part, first)
 
     # -- failures --------------------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Copy tasks' Kafka I/O (mirrorlib.kafka.ranges) against real clusters, without Spark."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+from mirrorlib.core.batches import Range
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.kafka.ranges import copy_ranges, kept_clients
+from mirrorlib.testing import ClusterSet
+from tests.kafka._util import unique
+from tests.runtime.conftest import config, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+TS0 = (int(time.time()) - 3600) * 1000
+
+
+def _settings(clusters: ClusterSet) -> FlowSettings:
+    cfg = config(clusters, ["A->B"])
+    (flow,) = cfg.pairs_for_targets(["B"])
+    return FlowSettings.from_config(cfg, flow)
+
+
+def test_tasks_of_one_process_share_their_clients_and_copy_every_range_exactly(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    topic = unique("rg")
+    a.create_topic(topic, 2)
+    b.create_topic(f"A.{topic}", 2)
+    produce(
+        a,
+        topic,
+        [
+            {
+                "key": f"k{i}".encode(),
+                "value": f"v{i}".encode(),
+                "partition": i % 2,
+                "timestamp": TS0 + i,
+            }
+            for i in range(300)
+        ],
+    )
+    s = _settings(two_clusters)
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        (a if s.offset_syncs_cluster == a.alias else b).create_topic(s.offset_syncs_topic)
+    before = kept_clients()
+
+    first = copy_ranges(s, [Range(topic, 0, 0, 100), Range(topic, 1, 0, 100)])
+    assert first.records == 200
+    assert kept_clients() == before + 1  # kept for the next task
+
+    # the next task borrows them: the same partitions further on, then a range again (a replay)
+    second = copy_ranges(s, [Range(topic, 0, 100, 150), Range(topic, 1, 100, 150)])
+    assert second.records == 100
+    third = copy_ranges(s, [Range(topic, 1, 40, 50)])
+    assert third.records == 10
+    assert kept_clients() == before + 1
+    assert [p.copied_to for p in second.partitions] == [150, 150]
+    assert second.offset_syncs > 0
+
+    copied = read_all(b, f"A.{topic}")
+    by_partition = {p: [m.value() for m in copied if m.partition() == p] for p in (0, 1)}
+    assert by_partition[0] == [f"v{i}".encode() for i in range(0, 300, 2)][:150]
+    expected_1 = [f"v{i}".encode() for i in range(1, 300, 2)]
+    assert by_partition[1] == expected_1[:150] + expected_1[40:50]
+    assert all(m.timestamp()[1] == TS0 + int(m.value()[1:]) for m in copied)

@@ -558,7 +558,7 @@ class _Copy:
 
     # -- reading and producing
 
-    def copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912, PLR0915 - the per-record hot loop, kept whole
+    def copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912 - the per-record hot loop, kept whole
         """Produce a consumed batch. Per record only the produce call and remembering its
         upstream offset and size; the rest once per run of one partition."""
         produce: Any = self.producer.produce  # (per-record delivery callbacks: InFlight's)
@@ -595,22 +595,16 @@ class _Copy:
                 continue
             value = msg.value()
             ts = msg.timestamp()[1]
-            while True:
-                try:
-                    # positional: topic, value, key, partition, callback, on_delivery,
-                    # timestamp, headers (no keyword dict per record)
-                    produce(
-                        lane.remote, value, msg.key(), tp[1], lane.acks.on_delivery, None,
-                        ts if ts > 0 else 0, msg.headers(),
-                    )  # fmt: skip
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)  # the local queue is full: serve delivery reports
-                except KafkaException as exc:
-                    self._produce_failed(lane, off, exc)
-                    break
-            if lane.stopped:
-                continue
+            try:
+                # positional: topic, value, key, partition, callback, on_delivery, timestamp,
+                # headers (no keyword dict per record)
+                produce(
+                    lane.remote, value, msg.key(), tp[1], lane.acks.on_delivery, None,
+                    ts if ts > 0 else 0, msg.headers(),
+                )  # fmt: skip
+            except (BufferError, KafkaException):
+                if not self._send(lane, msg, value, ts):
+                    continue
             lane.acks.produced(off)
             lane.sizes.append(len(value) if value is not None else 0)
             last_off, last_ts = off, ts
@@ -642,34 +636,35 @@ class _Copy:
         )  # fmt: skip
         return True
 
-    def _produce_failed(self, lane: _Lane, offset: int, exc: KafkaException) -> None:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and err.fatal():
-            raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
-        self._park(lane, offset, f"{self.s.target} refused the record: {exc}")
+    def _send(self, lane: _Lane, msg: Any, value: Any, ts: int) -> bool:
+        """Produce one record, serving delivery reports while the local queue is full; returns
+        whether it was produced (a refusal by the producer parks the partition)."""
+        produce: Any = self.producer.produce
+        while True:
+            try:
+                produce(
+                    lane.remote, value, msg.key(), lane.tp[1], lane.acks.on_delivery, None,
+                    ts if ts > 0 else 0, msg.headers(),
+                )  # fmt: skip
+                return True
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: serve delivery reports
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.fatal():
+                    raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
+                self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
+                return False
 
     def _send_batch(self, lane: _Lane, count: int) -> None:
         """Produce the next ``count`` records waiting in a paced lane."""
-        produce: Any = self.producer.produce
         last_off, last_ts = -1, 0
         for _ in range(count):
             msg = lane.pending.popleft()
             if self._oversized(lane, msg):
                 break
             off, value, ts = msg.offset(), msg.value(), msg.timestamp()[1]
-            while True:
-                try:
-                    produce(
-                        lane.remote, value, msg.key(), lane.tp[1], lane.acks.on_delivery, None,
-                        ts if ts > 0 else 0, msg.headers(),
-                    )  # fmt: skip
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
-                except KafkaException as exc:
-                    self._produce_failed(lane, off, exc)
-                    break
-            if lane.stopped:
+            if not self._send(lane, msg, value, ts):
                 break
             lane.acks.produced(off)
             lane.sizes.append(len(value) if value is not None else 0)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
-from mirrorlib.spark.session import DRIVER_JAVA_OPTIONS, class_data_sharing, session_defaults
+from mirrorlib.spark.session import (
+    DRIVER_JAVA_OPTIONS,
+    class_data_sharing,
+    session_defaults,
+    stop_session,
+)
 
 
 def test_a_session_mirrorlib_launches_runs_the_driver_jvm_with_c1_only() -> None:
@@ -64,3 +71,16 @@ def test_no_archive_when_turned_off_or_without_a_usable_cache_directory(tmp_path
     assert session_defaults({"XDG_CACHE_HOME": str(blocked)}, "") == {
         "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS
     }
+
+
+def test_stopping_a_launched_session_waits_for_its_jvm_to_exit() -> None:
+    # Spark's gateway JVM exits at the end of its standard input; ``cat`` stands in for it
+    jvm = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    stopped: list[bool] = []
+    session = SimpleNamespace(
+        sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=jvm)),
+        stop=lambda: stopped.append(True),
+    )
+    stop_session(session, timeout=10.0)
+    assert stopped == [True]
+    assert jvm.returncode == 0

@@ -39,8 +39,6 @@ DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 _JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "--driver-java-options")
 #: the JVM's messages about an archive it cannot use (it runs on without it)
 _CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-#: the option that makes the JVM write the archive when it exits
-WRITES_ARCHIVE = "-XX:ArchiveClassesAtExit="
 
 log = logging.getLogger(__name__)
 

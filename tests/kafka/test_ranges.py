@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import pytest
 
@@ -20,35 +21,39 @@ pytestmark = pytest.mark.integration
 TS0 = (int(time.time()) - 3600) * 1000
 
 
-def _settings(clusters: ClusterSet) -> FlowSettings:
+def _flow(
+    clusters: ClusterSet, partitions: int, records: list[dict[str, Any]]
+) -> tuple[str, FlowSettings]:
+    """A new source topic holding ``records``, its remote topic, and the A->B flow's settings
+    (with the offset-syncs topic created)."""
+    a, b = clusters
+    topic = unique("rg")
+    a.create_topic(topic, partitions)
+    b.create_topic(f"A.{topic}", partitions)
+    produce(a, topic, records)
     cfg = config(clusters, ["A->B"])
     (flow,) = cfg.pairs_for_targets(["B"])
-    return FlowSettings.from_config(cfg, flow)
+    s = FlowSettings.from_config(cfg, flow)
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        (a if s.offset_syncs_cluster == a.alias else b).create_topic(s.offset_syncs_topic)
+    return topic, s
 
 
 def test_tasks_of_one_process_share_their_clients_and_copy_every_range_exactly(
     two_clusters: ClusterSet,
 ) -> None:
-    a, b = two_clusters
-    topic = unique("rg")
-    a.create_topic(topic, 2)
-    b.create_topic(f"A.{topic}", 2)
-    produce(
-        a,
-        topic,
-        [
-            {
-                "key": f"k{i}".encode(),
-                "value": f"v{i}".encode(),
-                "partition": i % 2,
-                "timestamp": TS0 + i,
-            }
-            for i in range(300)
-        ],
-    )
-    s = _settings(two_clusters)
-    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
-        (a if s.offset_syncs_cluster == a.alias else b).create_topic(s.offset_syncs_topic)
+    records = [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"v{i}".encode(),
+            "partition": i % 2,
+            "timestamp": TS0 + i,
+        }
+        for i in range(300)
+    ]
+    topic, s = _flow(two_clusters, 2, records)
+    b = two_clusters["B"]
+
     first = copy_ranges(s, [Range(topic, 0, 0, 100), Range(topic, 1, 0, 100)])
     assert first.records == 200
     kept = kept_clients()
@@ -74,12 +79,8 @@ def test_tasks_of_one_process_share_their_clients_and_copy_every_range_exactly(
 def test_a_failed_task_closes_its_clients_instead_of_keeping_them(
     two_clusters: ClusterSet,
 ) -> None:
-    a, b = two_clusters
-    topic = unique("rg")
-    a.create_topic(topic, 1)
-    b.create_topic(f"A.{topic}", 1)
-    produce(a, topic, [{"value": b"v", "partition": 0, "timestamp": TS0}] * 5)
-    s = _settings(two_clusters)
+    records = [{"value": b"v", "partition": 0, "timestamp": TS0}] * 5
+    topic, s = _flow(two_clusters, 1, records)
     assert copy_ranges(s, [Range(topic, 0, 0, 5)]).records == 5
     kept = kept_clients()  # (at least the set this task gave back)
 

@@ -11,7 +11,7 @@ import pytest
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.errors import ClusterTimeoutError
-from mirrorlib.kafka.ranges import copy_ranges, kept_clients
+from mirrorlib.kafka.ranges import SourceView, copy_ranges, kept_clients
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique
 from tests.runtime.conftest import config, produce, read_all
@@ -91,3 +91,25 @@ def test_a_failed_task_closes_its_clients_instead_of_keeping_them(
 
     assert copy_ranges(s, [Range(topic, 0, 0, 5)]).records == 5  # new clients, kept after
     assert kept_clients() == kept
+
+
+def test_the_source_view_waits_for_remote_partitions_a_backfill_would_pin(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    topic = unique("rg")
+    a.create_topic(topic, 2)
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": topic})
+    (flow,) = cfg.pairs_for_targets(["B"])
+    view = SourceView(FlowSettings.from_config(cfg, flow), offsets_topic_partitions=25)
+    try:
+        started = time.monotonic()
+        view.settle(1.0)  # no remote topic: gives up after the timeout
+        assert view.missing == 2
+        assert time.monotonic() - started >= 1.0
+        b.create_topic(f"A.{topic}", 2)
+        view.settle(10.0)
+        assert view.missing == 0
+        assert view.partitions() == [(topic, 0), (topic, 1)]
+    finally:
+        view.close()

@@ -83,6 +83,8 @@ class SourceView:
         self._positions: PositionStore | None = None
         self._copyable: dict[str, int] = {}
         self._next_refresh = 0.0
+        self.missing = 0
+        """Source partitions to replicate whose remote partition was not listed (last refresh)."""
 
     def close(self) -> None:
         if self._positions is not None:
@@ -114,8 +116,19 @@ class SourceView:
                 if m > 0:
                     copyable[topic] = m
             self._copyable = copyable
+            self.missing = sum(n - copyable.get(t, 0) for t, n in src.items())
             self._next_refresh = now + min(s.refresh_topics_interval, 600.0)
         return dict(self._copyable)
+
+    def settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds until the target lists the remote partition of every
+        source partition to replicate: remote topics the driver's metadata task has just
+        created may not be in the target's metadata yet, and a backfill pins what it sees."""
+        deadline = time.monotonic() + timeout
+        self.copyable(force=True)
+        while self.missing and time.monotonic() < deadline:
+            time.sleep(0.2)
+            self.copyable(force=True)
 
     def partitions(self) -> list[TP]:
         return sorted((t, p) for t, n in self.copyable().items() for p in range(n))

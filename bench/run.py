@@ -31,6 +31,7 @@ from bench import contenders, kio, stats
 from bench.contenders import Contender, make
 from bench.procmon import ProcMonitor
 from bench.scenario import run_scenario
+from bench.wait import parse_cells
 from mirrorlib.testing import KAFKA_VERSION, JvmOptions, java_executable, start_clusters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -510,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     p.add_argument("--full", action="store_true", help="5x larger data sets, 30 s latency phases")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (not for results)")
+    p.add_argument(
+        "--cells",
+        default="",
+        help="only these throughput cells, SIZExPARTITIONS:RECORDS,... (e.g. 100x1:400000)",
+    )
     p.add_argument("--contenders", default=",".join((*REPLICATORS, stats.PLAIN_PRODUCER)))
     p.add_argument("--no-scenarios", action="store_true")
     p.add_argument(
@@ -552,6 +558,10 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [(s, n * factor) for s, n in DEFAULT_MATRIX]
         parts = PARTITIONS
     matrix = [(s, p_, n) for s, n in sizes for p_ in parts]
+    if args.cells:
+        matrix = [(s, p_, n) for s, p_, n in parse_cells(args.cells)]
+        sizes = sorted({(s, n) for s, _, n in matrix})
+        parts = tuple(sorted({p_ for _, p_, _ in matrix}))
     scenario_seconds = 30.0 if args.full else (4.0 if args.quick else 10.0)
     wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
     out = Path(args.out)

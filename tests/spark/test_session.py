@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from mirrorlib.spark.session import DRIVER_JAVA_OPTIONS, session_defaults
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+from mirrorlib.spark.session import (
+    DRIVER_JAVA_OPTIONS,
+    class_data_sharing,
+    session_defaults,
+    stop_session,
+)
 
 
 def test_a_session_mirrorlib_launches_runs_the_driver_jvm_with_c1_only() -> None:
@@ -21,3 +30,57 @@ def test_the_users_driver_java_options_are_left_alone() -> None:
 
 def test_a_jvm_started_by_spark_submit_is_left_alone() -> None:
     assert session_defaults({"PYSPARK_GATEWAY_PORT": "41234"}, "") == {}
+
+
+def test_the_driver_jvm_writes_its_class_data_archive_once_then_maps_it(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+    writes = class_data_sharing(env, "")
+    assert writes.startswith("-XX:ArchiveClassesAtExit=")
+    archive = Path(writes.split()[0].partition("=")[2])
+    assert archive.parent == tmp_path / "mirrorlib"
+    assert session_defaults(env, "")["spark.driver.extraJavaOptions"] == (
+        f"{DRIVER_JAVA_OPTIONS} {writes}"
+    )
+    archive.write_bytes(b"")  # a JVM killed before it wrote anything: written again
+    assert class_data_sharing(env, "") == writes
+    archive.write_bytes(b"archive")
+    assert class_data_sharing(env, "").startswith(f"-XX:SharedArchiveFile={archive} ")
+
+
+def test_the_archive_follows_what_the_classes_come_from(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+    jars = {**env, "PYSPARK_SUBMIT_ARGS": "--jars x.jar pyspark-shell"}
+    names = {
+        class_data_sharing(env, "").split()[0],
+        class_data_sharing(jars, "").split()[0],
+        class_data_sharing(env, "spark.jars y.jar\n").split()[0],
+    }
+    assert len(names) == 3
+
+
+def test_no_archive_when_turned_off_or_without_a_usable_cache_directory(tmp_path: Path) -> None:
+    assert (
+        class_data_sharing({"XDG_CACHE_HOME": str(tmp_path), "MIRRORLIB_SPARK_CDS": "off"}, "")
+        == ""
+    )
+    assert class_data_sharing({}, "") == ""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert class_data_sharing({"XDG_CACHE_HOME": str(blocked)}, "") == ""
+    assert class_data_sharing({"XDG_CACHE_HOME": str(tmp_path / "with space")}, "") == ""
+    assert session_defaults({"XDG_CACHE_HOME": str(blocked)}, "") == {
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS
+    }
+
+
+def test_stopping_a_launched_session_waits_for_its_jvm_to_exit() -> None:
+    # Spark's gateway JVM exits at the end of its standard input; ``cat`` stands in for it
+    jvm = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    stopped: list[bool] = []
+    session = SimpleNamespace(
+        sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=jvm)),
+        stop=lambda: stopped.append(True),
+    )
+    stop_session(session, timeout=10.0)
+    assert stopped == [True]
+    assert jvm.returncode == 0

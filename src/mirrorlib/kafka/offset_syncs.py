@@ -19,15 +19,24 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
 from mirrorlib.kafka import client_conf
 
-__all__ = ["OffsetSyncWriter"]
+__all__ = ["OffsetSyncWriter", "new_sync_producer"]
 
 log = logging.getLogger(__name__)
+
+
+def new_sync_producer(producer_config: Mapping[str, str]) -> Producer:
+    """The producer an :class:`OffsetSyncWriter` writes with (idempotent, ``acks=all``, 5 ms
+    linger), for callers that keep one between writers."""
+    conf: dict[str, Any] = dict(producer_config)
+    conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    return Producer(client_conf(conf))
 
 
 class OffsetSyncWriter:
     """Sends an :class:`OffsetSyncEmitter`'s pending syncs to ``topic``.
 
     ``on_written`` / ``on_failed`` are called from delivery reports (served by :meth:`poll`).
+    ``producer``: a :func:`new_sync_producer` to write with (default: a new one).
     Not thread-safe: call it from the thread that feeds the emitter.
     """
 
@@ -40,10 +49,9 @@ class OffsetSyncWriter:
         flow: str,
         on_written: Callable[[], None] | None = None,
         on_failed: Callable[[], None] | None = None,
+        producer: Producer | None = None,
     ) -> None:
-        conf: dict[str, Any] = dict(producer_config)
-        conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-        self._producer = Producer(client_conf(conf))
+        self._producer = producer if producer is not None else new_sync_producer(producer_config)
         self.topic = topic
         self.emitter = emitter
         self.flow = flow

@@ -8,7 +8,9 @@
   timestamp (idempotent producer, ``acks=all``), feeds the target's delivery reports to an
   :class:`~mirrorlib.core.syncs.OffsetSyncEmitter` and writes the offset syncs itself once the
   target acknowledged the records -- the same emission rule, bytes and lineage header as the
-  embedded copier. Records never leave the task; it returns a small :class:`CopyResult`.
+  embedded copier. Records never leave the task; it returns a small :class:`CopyResult`. Its
+  clients (:class:`TaskClients`) are kept by the Python worker for the next task when the task
+  ended with nothing in flight.
 * :func:`store_positions` runs in the driver once per batch: the batch's last copied
   offsets, in MM2's offsets topic on the target.
 
@@ -23,16 +25,19 @@ partition stopped; the driver copies it again later (see :func:`mirrorlib.core.b
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from mirrorlib.core.acks import Acknowledged, InFlight
 from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.pacing import batch_budget, batch_length, halved_budget, record_size
@@ -42,7 +47,7 @@ from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
-from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
+from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
 from mirrorlib.kafka.positions import PositionStore
 
 __all__ = [
@@ -50,7 +55,9 @@ __all__ = [
     "DataLossError",
     "PartitionResult",
     "SourceView",
+    "TaskClients",
     "copy_ranges",
+    "kept_clients",
     "store_positions",
 ]
 
@@ -76,6 +83,8 @@ class SourceView:
         self._positions: PositionStore | None = None
         self._copyable: dict[str, int] = {}
         self._next_refresh = 0.0
+        self.missing = 0
+        """Source partitions to replicate whose remote partition was not listed (last refresh)."""
 
     def close(self) -> None:
         if self._positions is not None:
@@ -107,8 +116,19 @@ class SourceView:
                 if m > 0:
                     copyable[topic] = m
             self._copyable = copyable
+            self.missing = sum(n - copyable.get(t, 0) for t, n in src.items())
             self._next_refresh = now + min(s.refresh_topics_interval, 600.0)
         return dict(self._copyable)
+
+    def settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds until the target lists the remote partition of every
+        source partition to replicate: remote topics the driver's metadata task has just
+        created may not be in the target's metadata yet, and a backfill pins what it sees."""
+        deadline = time.monotonic() + timeout
+        self.copyable(force=True)
+        while self.missing and time.monotonic() < deadline:
+            time.sleep(0.2)
+            self.copyable(force=True)
 
     def partitions(self) -> list[TP]:
         return sorted((t, p) for t, n in self.copyable().items() for p in range(n))
@@ -234,12 +254,121 @@ def _consumer(settings: FlowSettings) -> Any:
     return Consumer(client_conf(conf))
 
 
+#: the record producer's ``linger.ms`` unless the configuration sets it
+_LINGER_MS = 20
+#: sets of clients kept per configuration in one process (one per task running at once)
+_KEEP_PER_KEY = 4
+
+
+class TaskClients:
+    """A copy task's Kafka clients: the source consumer, the record producer and the offset-sync
+    producer. Built once per Python worker process and configuration, and lent to one task at a
+    time (:func:`copy_ranges`): Spark reuses its Python workers (``spark.python.worker.reuse``,
+    the default), so a batch's tasks find their clients connected, with the target's metadata
+    and the producer's idempotence state, instead of building them again every batch.
+
+    The task produces each record with its own delivery callback (no report reaches a later
+    task); the consumer is assigned the task's ranges and unassigned after it.
+    """
+
+    def __init__(self, settings: FlowSettings) -> None:
+        pconf = settings.record_producer(linger_ms=_LINGER_MS)
+        self.batch_size = int(pconf.get("batch.size", 1_000_000))
+        self.producer = Producer(client_conf(pconf))
+        self.consumer = _consumer(settings)
+        self.syncs_producer = (
+            new_sync_producer(settings.offset_syncs_producer)
+            if settings.emit_offset_syncs_enabled
+            else None
+        )
+
+    def idle(self) -> bool:
+        """Nothing of the last task is left in flight (the clients can serve another task)."""
+        return len(self.producer) == 0 and (
+            self.syncs_producer is None or len(self.syncs_producer) == 0
+        )
+
+    def release(self) -> None:
+        """Detach the task: the consumer's partitions resumed (librdkafka keeps a partition
+        paused across assignments) and unassigned."""
+        assigned = self.consumer.assignment()
+        if assigned:
+            self.consumer.resume(assigned)
+            self.consumer.incremental_unassign(assigned)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _clients_key(settings: FlowSettings) -> str:
+    """What the clients of a flow's copy tasks are built from (their configurations)."""
+    parts = (
+        settings.record_producer(linger_ms=_LINGER_MS),
+        settings.record_consumer(),
+        settings.offset_syncs_producer if settings.emit_offset_syncs_enabled else None,
+        settings.copier_group_id,
+        _isolation(settings),
+    )
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+class _ClientPool:
+    """The :class:`TaskClients` kept by this process, by configuration."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[TaskClients]] = {}
+
+    def acquire(self, settings: FlowSettings) -> tuple[str, TaskClients]:
+        key = _clients_key(settings)
+        with self._lock:
+            kept = self._idle.get(key)
+            if kept:
+                return key, kept.pop()
+        return key, TaskClients(settings)
+
+    def give_back(self, key: str, clients: TaskClients) -> None:
+        """Keep ``clients`` for the next task if they are idle, else close them."""
+        try:
+            clients.release()
+            keep = clients.idle()
+        except Exception as exc:
+            log.debug("copy task clients not kept: %s", exc)
+            keep = False
+        if keep:
+            with self._lock:
+                kept = self._idle.setdefault(key, [])
+                if len(kept) < _KEEP_PER_KEY:
+                    kept.append(clients)
+                    return
+        self.discard(clients)
+
+    @staticmethod
+    def discard(clients: TaskClients) -> None:
+        try:
+            clients.close()
+        except Exception as exc:
+            log.debug("closing copy task clients: %s", exc)
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._idle.values())
+
+
+_POOL = _ClientPool()
+
+
+def kept_clients() -> int:
+    """How many sets of copy task clients this process keeps idle for the next tasks."""
+    return _POOL.count()
+
+
 class _Lane:
     """One partition's range in a task: reading, pacing, in flight, acknowledged."""
 
     __slots__ = (
+        "acks",
         "budget",
-        "inflight",
         "ktp",
         "max_bytes",
         "parked_at",
@@ -248,12 +377,23 @@ class _Lane:
         "remote",
         "result",
         "rewind",
+        "size_head",
+        "sizes",
         "throttled",
         "tp",
+        "utp",
     )
 
-    def __init__(self, r: Range, remote: str, max_bytes: int | None, budget: int | None) -> None:
+    def __init__(
+        self,
+        r: Range,
+        remote: str,
+        max_bytes: int | None,
+        budget: int | None,
+        on_first_report: Callable[[InFlight], None],
+    ) -> None:
         self.tp = (r.topic, r.partition)
+        self.utp = TopicPartition(r.topic, r.partition)
         self.ktp = KafkaTopicPartition(r.topic, r.partition)
         self.remote = remote
         self.max_bytes = max_bytes
@@ -261,7 +401,11 @@ class _Lane:
         self.result = PartitionResult(r.topic, r.partition, r.start, r.end, r.start, budget=budget)
         self.read_done = r.end <= r.start
         self.pending: deque[Any] = deque()  # paced: records waiting for their batch
-        self.inflight: deque[tuple[int, int, int]] = deque()  # (offset, timestamp, bytes)
+        # produced and not yet acknowledged: upstream offsets (and delivery reports) in
+        # ``acks``, value sizes in ``sizes`` from ``size_head`` on (per record: two appends)
+        self.acks = InFlight(on_first_report)
+        self.sizes: list[int] = []
+        self.size_head = 0
         self.rewind: int | None = None  # too large: copy again from here once reports are in
         self.parked_at: int | None = None  # refused: nothing from here on counts
         self.throttled = False
@@ -275,18 +419,39 @@ class _Lane:
         return self.result.error is not None
 
     @property
+    def blocked_at(self) -> int | None:
+        """No acknowledgement from this upstream offset on counts (a refusal)."""
+        return self.rewind if self.rewind is not None else self.parked_at
+
+    @property
     def done(self) -> bool:
-        if self.inflight or self.rewind is not None:
+        if self.acks.outstanding or self.rewind is not None:
             return False
         return self.stopped or (self.read_done and not self.pending)
 
+    def acked_bytes(self, matched: int, acked: int) -> int:
+        """The value bytes of the first ``acked`` of the ``matched`` oldest records in flight
+        (the acknowledged ones are always the oldest), forgetting the ``matched``."""
+        sizes, head = self.sizes, self.size_head
+        nbytes = sum(sizes[head : head + acked]) if acked else 0
+        head += matched
+        if head >= len(sizes):
+            sizes.clear()
+            head = 0
+        elif head > 65_536:
+            del sizes[:head]
+            head = 0
+        self.size_head = head
+        return nbytes
+
 
 class _Copy:
-    """One task's consumer, producer, lanes and offset-sync emitter."""
+    """One task's lanes and offset-sync emitter, on the clients it borrowed."""
 
     def __init__(
         self,
         settings: FlowSettings,
+        clients: TaskClients,
         work: Sequence[Range],
         max_bytes: Mapping[str, int | None],
         budgets: Mapping[TP, int],
@@ -294,22 +459,21 @@ class _Copy:
         s = self.s = settings
         self.emitter = OffsetSyncEmitter(offset_lag_max=s.offset_lag_max)
         self.result = CopyResult(self.emitter.writer_id)
-        pconf = s.record_producer(linger_ms=20, on_delivery=self._delivered)
-        self.batch_size = int(pconf.get("batch.size", 1_000_000))
+        self.batch_size = clients.batch_size
         self.lanes: dict[TP, _Lane] = {}
-        self.by_remote: dict[tuple[str, int], _Lane] = {}
-        self.tps: dict[TP, TopicPartition] = {}
+        self._ready: list[InFlight] = []  # lanes with delivery reports to match
+        by_acks: dict[int, _Lane] = {}
         for r in work:
             remote = s.policy.format_remote_topic(s.source, r.topic)
             limit = max_bytes.get(r.topic)
             budget = budgets.get((r.topic, r.partition), batch_budget(limit, self.batch_size))
-            lane = _Lane(r, remote, limit, budget)
-            self.lanes[lane.tp] = self.by_remote[(remote, r.partition)] = lane
-            self.tps[lane.tp] = TopicPartition(r.topic, r.partition)
-        self.producer = Producer(client_conf(pconf))
-        self.consumer = _consumer(s)
+            lane = _Lane(r, remote, limit, budget, self._ready.append)
+            self.lanes[lane.tp] = by_acks[id(lane.acks)] = lane
+        self._by_acks = by_acks
+        self.producer = clients.producer
+        self.consumer = clients.consumer
         self.syncs: OffsetSyncWriter | None = None
-        if s.emit_offset_syncs_enabled:
+        if clients.syncs_producer is not None:
             self.syncs = OffsetSyncWriter(
                 s.offset_syncs_producer,
                 s.offset_syncs_topic,
@@ -317,35 +481,59 @@ class _Copy:
                 flow=s.name,
                 on_written=self._sync_written,
                 on_failed=self._sync_failed,
+                producer=clients.syncs_producer,
             )
         self.progress_at = time.monotonic()
 
-    def close(self) -> None:
-        self.consumer.close()
+    # -- delivery reports (matched a run at a time: mirrorlib.core.acks)
 
-    # -- delivery reports
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        lane = self.by_remote.get((msg.topic(), msg.partition()))
-        if lane is None or not lane.inflight:
+    def drain(self) -> None:
+        """Match the delivery reports served since the last call with the records produced."""
+        ready = self._ready
+        if not ready:
             return
-        up, ts, nbytes = lane.inflight.popleft()
+        inflights = ready[:]
+        ready.clear()
+        for inflight in inflights:
+            if inflight.has_reports:
+                self._acked(self._by_acks[id(inflight)])
+
+    def _acked(self, lane: _Lane) -> None:
+        inflight = lane.acks
+        before = inflight.outstanding
+        acks = inflight.take(lane.blocked_at)
+        if acks is None:
+            return
         self.progress_at = time.monotonic()
-        if lane.rewind is not None or (lane.parked_at is not None and up >= lane.parked_at):
-            return  # after a refusal nothing later of the partition counts
-        if err is not None:
-            self._refused(lane, up, err, msg)
-            return
-        res = lane.result
-        res.records += 1
-        res.bytes += nbytes
-        res.copied_to = up + 1
-        res.last_downstream = msg.offset()
-        res.last_timestamp = ts
+        nbytes = lane.acked_bytes(before - inflight.outstanding, acks.count)
+        if acks.count:
+            res = lane.result
+            res.records += acks.count
+            res.bytes += nbytes
+            res.copied_to = acks.upstream[-1] + 1
+            res.last_downstream = acks.reports[-1].offset()
+            if acks.tail_timestamp > 0:
+                res.last_timestamp = acks.tail_timestamp
+            if self.syncs is not None:
+                self._record_syncs(lane, acks)
+        if acks.refused:
+            up, msg = acks.refused[0]
+            if lane.rewind is None and (lane.parked_at is None or up < lane.parked_at):
+                self._refused(lane, up, msg.error(), msg)
+
+    def _record_syncs(self, lane: _Lane, acks: Acknowledged) -> None:
         # A due sync is sent at once (as the embedded copier does): MM2 keeps only the latest
         # due sync per partition, so a burst of acknowledgements would replace it unwritten.
-        if self.syncs is not None and self.emitter.record(self.tps[lane.tp], up, msg.offset()):
-            self.send_syncs()
+        emitter = self.emitter
+        if acks.contiguous:
+            emitter.record_run(
+                lane.utp, acks.upstream[0], acks.reports[0].offset(), acks.count,
+                on_due=self.send_syncs,
+            )  # fmt: skip
+            return
+        for up, report in zip(acks.upstream, acks.reports, strict=True):
+            if emitter.record(lane.utp, up, report.offset()):
+                self.send_syncs()
 
     def _refused(self, lane: _Lane, up: int, err: Any, msg: Any) -> None:
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
@@ -383,23 +571,58 @@ class _Copy:
 
     # -- reading and producing
 
-    def on_message(self, msg: Any) -> None:
-        lane = self.lanes.get((msg.topic(), msg.partition()))
-        if lane is None or lane.read_done or lane.stopped or lane.rewind is not None:
-            return
-        off = msg.offset()
-        end = lane.result.end
-        if off >= end:
-            self._read_done(lane)
-            return
-        if off + 1 >= end:
-            self._read_done(lane)
-        if lane.paced:
-            lane.pending.append(msg)
-            if len(lane.pending) >= 10_000:
-                self._pause(lane)
-            return
-        self._produce(lane, msg)
+    def copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912 - the per-record hot loop, kept whole
+        """Produce a consumed batch. Per record only the produce call and remembering its
+        upstream offset and size; the rest once per run of one partition."""
+        produce: Any = self.producer.produce  # (per-record delivery callbacks: InFlight's)
+        lanes = self.lanes
+        key: tuple[str, int] | None = None
+        lane: _Lane | None = None
+        last_off, last_ts = -1, 0
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                self._on_read_error(msg, err)
+                continue
+            tp = (msg.topic(), msg.partition())
+            if tp != key:
+                if lane is not None and last_off >= 0:
+                    lane.acks.end_run(last_off, last_ts)
+                key, lane, last_off = tp, lanes.get(tp), -1
+            if lane is None or lane.read_done or lane.stopped or lane.rewind is not None:
+                continue
+            off = msg.offset()
+            res = lane.result
+            if off < res.start:
+                continue  # fetched for an earlier task of these clients
+            if off + 1 >= res.end:
+                self._read_done(lane)
+                if off >= res.end:
+                    continue
+            if lane.paced:
+                lane.pending.append(msg)
+                if len(lane.pending) >= 10_000:
+                    self._pause(lane)
+                continue
+            if lane.max_bytes is not None and self._oversized(lane, msg):
+                continue
+            value = msg.value()
+            ts = msg.timestamp()[1]
+            try:
+                # positional: topic, value, key, partition, callback, on_delivery, timestamp,
+                # headers (no keyword dict per record)
+                produce(
+                    lane.remote, value, msg.key(), tp[1], lane.acks.on_delivery, None,
+                    ts if ts > 0 else 0, msg.headers(),
+                )  # fmt: skip
+            except (BufferError, KafkaException):
+                if not self._send(lane, msg, value, ts):
+                    continue
+            lane.acks.produced(off)
+            lane.sizes.append(len(value) if value is not None else 0)
+            last_off, last_ts = off, ts
+        if lane is not None and last_off >= 0:
+            lane.acks.end_run(last_off, last_ts)
 
     def _read_done(self, lane: _Lane) -> None:
         if not lane.read_done:
@@ -408,34 +631,35 @@ class _Copy:
                 self.consumer.pause([lane.ktp])
             lane.throttled = True
 
-    def _produce(self, lane: _Lane, msg: Any) -> None:
-        # The first record of a range goes to the target whatever the known limit says: a
-        # parked partition's retry starts there, and the limit (cached by the driver) may have
-        # been raised since it was read; a refusal parks the partition all the same.
+    def _oversized(self, lane: _Lane, msg: Any) -> bool:
+        """Park ``lane`` at ``msg`` if it is larger than the remote topic's limit on its own.
+
+        The first record of a range goes to the target whatever the known limit says: a parked
+        partition's retry starts there, and the limit (cached by the driver) may have been
+        raised since it was read; a refusal parks the partition all the same."""
         off = msg.offset()
-        if (
-            lane.max_bytes is not None
-            and off != lane.result.start
-            and record_size(msg) > lane.max_bytes
-        ):
-            size = len(msg.key() or b"") + len(msg.value() or b"")
-            self._park(
-                lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
-                f"than max.message.bytes={lane.max_bytes} of {lane.remote} on {self.s.target}; "
-                "raise it on the target topic to replicate it",
-            )  # fmt: skip
-            return
-        ts = msg.timestamp()[1]
-        value = msg.value()
+        max_bytes = lane.max_bytes
+        if max_bytes is None or off == lane.result.start or record_size(msg) <= max_bytes:
+            return False
+        size = len(msg.key() or b"") + len(msg.value() or b"")
+        self._park(
+            lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
+            f"than max.message.bytes={max_bytes} of {lane.remote} on {self.s.target}; "
+            "raise it on the target topic to replicate it",
+        )  # fmt: skip
+        return True
+
+    def _send(self, lane: _Lane, msg: Any, value: Any, ts: int) -> bool:
+        """Produce one record, serving delivery reports while the local queue is full; returns
+        whether it was produced (a refusal by the producer parks the partition)."""
+        produce: Any = self.producer.produce
         while True:
             try:
-                # positional: topic, value, key, partition, callback, on_delivery, timestamp,
-                # headers
-                self.producer.produce(
-                    lane.remote, value, msg.key(), lane.tp[1], None, None,
+                produce(
+                    lane.remote, value, msg.key(), lane.tp[1], lane.acks.on_delivery, None,
                     ts if ts > 0 else 0, msg.headers(),
                 )  # fmt: skip
-                break
+                return True
             except BufferError:
                 self.producer.poll(0.05)  # the local queue is full: serve delivery reports
             except KafkaException as exc:
@@ -443,14 +667,29 @@ class _Copy:
                 if isinstance(err, KafkaError) and err.fatal():
                     raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
                 self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
-                return
-        lane.inflight.append((msg.offset(), ts, len(value) if value is not None else 0))
+                return False
+
+    def _send_batch(self, lane: _Lane, count: int) -> None:
+        """Produce the next ``count`` records waiting in a paced lane."""
+        last_off, last_ts = -1, 0
+        for _ in range(count):
+            msg = lane.pending.popleft()
+            if self._oversized(lane, msg):
+                break
+            off, value, ts = msg.offset(), msg.value(), msg.timestamp()[1]
+            if not self._send(lane, msg, value, ts):
+                break
+            lane.acks.produced(off)
+            lane.sizes.append(len(value) if value is not None else 0)
+            last_off, last_ts = off, ts
+        if last_off >= 0:
+            lane.acks.end_run(last_off, last_ts)
 
     def send_paced(self) -> None:
         """Produce the next batch of every paced lane with nothing in flight; copy a lane
         refused as too large again from the refused record once its reports are in."""
         for lane in self.lanes.values():
-            if lane.inflight:
+            if lane.acks.outstanding:
                 continue
             if lane.rewind is not None:
                 self.consumer.seek(KafkaTopicPartition(*lane.tp, lane.rewind))
@@ -461,10 +700,7 @@ class _Copy:
                 self._resume(lane)
                 continue
             if lane.pending and not lane.stopped:
-                for _ in range(batch_length(lane.pending, lane.budget)):
-                    self._produce(lane, lane.pending.popleft())
-                    if lane.stopped:
-                        break
+                self._send_batch(lane, batch_length(lane.pending, lane.budget))
                 if len(lane.pending) < 1_000:
                     self._resume(lane)
 
@@ -481,6 +717,11 @@ class _Copy:
     def _sync_failed(self) -> None:
         self.result.offset_syncs_failed += 1
 
+    @property
+    def parked(self) -> bool:
+        """Whether a partition of the task stopped at a refused record."""
+        return any(lane.stopped for lane in self.lanes.values())
+
     # -- the loop
 
     def run(self, stall: float) -> None:
@@ -490,17 +731,18 @@ class _Copy:
             self.consumer.incremental_assign(
                 [KafkaTopicPartition(*lane.tp, lane.result.start) for lane in work]
             )
+        consumer, producer = self.consumer, self.producer
         while not all(lane.done for lane in lanes):
             reading = any(not (lane.throttled or lane.stopped) for lane in lanes)
-            msgs = self.consumer.consume(5_000, timeout=0.2) if reading else []
-            for msg in msgs:
-                err = msg.error()
-                if err is None:
-                    self.progress_at = time.monotonic()
-                    self.on_message(msg)
-                else:
-                    self._on_read_error(msg, err)
-            self.producer.poll(0 if msgs else 0.05)
+            # Block only until the first record, then take what is already fetched (as the
+            # embedded copier does: consume(n, t) would hold the records it has while waiting)
+            first = consumer.poll(0.1) if reading else None
+            msgs = [first, *consumer.consume(5_000, timeout=0)] if first is not None else []
+            if msgs:
+                self.progress_at = time.monotonic()
+                self.copy(msgs)
+            producer.poll(0 if msgs else 0.01)
+            self.drain()
             self.send_paced()
             self.send_syncs()
             if time.monotonic() - self.progress_at > stall:
@@ -559,7 +801,9 @@ class _Copy:
         deadline = time.monotonic() + timeout
         while len(self.producer) > 0 and time.monotonic() < deadline:
             self.producer.flush(min(1.0, max(deadline - time.monotonic(), 0.01)))
+            self.drain()
             self.send_syncs()
+        self.drain()
         if self.syncs is not None:
             self.emitter.promote_delayed()
             self.send_syncs()
@@ -568,7 +812,7 @@ class _Copy:
                 log.warning("flow %s: %d offset sync(s) not confirmed", self.s.name, left)
         for lane in self.lanes.values():
             # a range may end in transaction markers or compacted-away offsets: done is done
-            if lane.done and not lane.inflight:
+            if lane.done:
                 res = lane.result
                 res.copied_to = res.end if lane.parked_at is None else lane.parked_at
         self.result.partitions = [self.lanes[tp].result for tp in sorted(self.lanes)]
@@ -590,23 +834,34 @@ def copy_ranges(
     ``budgets``: paced batch budgets learnt by earlier tasks (after ``MSG_SIZE_TOO_LARGE``).
     Offsets the source no longer holds raise :class:`DataLossError` (or are skipped and counted
     with ``data.loss.action=continue``); no progress for ``stall_timeout`` seconds raises
-    :class:`~mirrorlib.errors.ClusterTimeoutError` (Spark retries the task)."""
+    :class:`~mirrorlib.errors.ClusterTimeoutError` (Spark retries the task).
+
+    The task borrows this process's :class:`TaskClients` for the flow's configuration (built on
+    first use) and gives them back for the next task when it succeeded with nothing left in
+    flight and no partition parked; otherwise they are closed."""
     started = time.monotonic()
     s = settings
     stall = stall_timeout if stall_timeout is not None else max(s.admin_timeout, 60.0)
-    task = _Copy(s, work, max_bytes or {}, budgets or {})
+    key, clients = _POOL.acquire(s)
     try:
-        task.run(stall)
-    except BaseException:
-        # still wait for what was sent and write the syncs of what the target acknowledged
+        task = _Copy(s, clients, work, max_bytes or {}, budgets or {})
         try:
-            task.finish(stall)
-        except Exception as exc:
-            log.warning("flow %s: after a failed copy: %s", s.name, exc)
+            task.run(stall)
+        except BaseException:
+            # still wait for what was sent and write the syncs of what the target acknowledged
+            try:
+                task.finish(stall)
+            except Exception as exc:
+                log.warning("flow %s: after a failed copy: %s", s.name, exc)
+            raise
+        task.finish(stall)
+    except BaseException:
+        _POOL.discard(clients)  # a failed task's clients are not trusted with the next one
         raise
-    finally:
-        task.close()
-    task.finish(stall)
+    if task.parked:
+        _POOL.discard(clients)  # the target refused records: the next task starts afresh
+    else:
+        _POOL.give_back(key, clients)  # kept only if nothing is left in flight
     task.result.seconds = time.monotonic() - started
     return task.result
 

@@ -251,6 +251,7 @@ class SparkReplicator:
         self.master = master
         self._handle: SparkReplication | None = None
         self._stop = threading.Event()
+        self._launched = False  # whether this replicator launched the session (and its JVM)
 
     @property
     def flows(self) -> tuple[str, ...]:
@@ -271,6 +272,7 @@ class SparkReplicator:
         if self.master is not None:
             builder = builder.master(self.master)
         self.spark = builder.getOrCreate()
+        self._launched = True
         return self.spark
 
     def start(self) -> SparkReplication:
@@ -334,6 +336,19 @@ class SparkReplicator:
         self._stop.set()
         if self._handle is not None:
             self._handle.stop()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the flows and, if this replicator launched the Spark session, the session too,
+        waiting up to ``timeout`` seconds for its JVM to exit (the first session writes the
+        driver's class-data-sharing archive as its JVM exits: see
+        :mod:`mirrorlib.spark.session`). A session passed in is left running."""
+        self.stop()
+        if self._launched and self.spark is not None:
+            from mirrorlib.spark.session import stop_session
+
+            self._launched = False
+            stop_session(self.spark, timeout)
+            self.spark = None
 
     def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
         log.info("received signal %d: stopping", signum)

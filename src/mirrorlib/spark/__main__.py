@@ -76,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         logging.getLogger("mirrorlib.spark").error("replication failed: %s", exc)
         return 1
+    finally:
+        try:
+            replicator.close()
+        except Exception as exc:  # exiting anyway
+            logging.getLogger("mirrorlib.spark").debug("closing the Spark session: %s", exc)
     return 0
 
 

@@ -28,6 +28,9 @@ __all__ = ["BatchPlanner", "PlanLog"]
 
 log = logging.getLogger(__name__)
 
+#: seconds a backfill waits at most for just-created remote topics to be listed by the target
+PIN_SETTLE_S = 10.0
+
 
 class PlanLog:
     """The plans of a flow's batches in its checkpoint directory (``mirrorlib-plans/<id>``)."""
@@ -132,6 +135,12 @@ class BatchPlanner:
 
     def _pin(self) -> None:
         view = self.view
+        view.settle(min(self.settings.admin_timeout, PIN_SETTLE_S))
+        if view.missing:
+            log.warning(
+                "flow %s: %d source partition(s) have no remote partition yet: the backfill "
+                "leaves them out", self.settings.name, view.missing,
+            )  # fmt: skip
         _, high = view.watermarks(view.partitions())
         self.pinned = high
         log.info(

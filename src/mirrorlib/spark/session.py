@@ -5,21 +5,42 @@ is).
 The driver's JVM runs with ``-XX:TieredStopAtLevel=1`` (only the C1 compiler): Spark's start-up
 compiles much less on a busy machine, which brings the first record seconds earlier (see
 ``docs/spark.md``, start-up). In the driver JVM only scheduling and small task results run: no
-record passes through it. Not set when the user gives the driver's Java options
-(``spark.driver.extraJavaOptions`` or ``--driver-java-options``, in ``PYSPARK_SUBMIT_ARGS`` or
-``spark-defaults.conf``), which it would replace.
+record passes through it.
+
+The driver's JVM also loads Spark's classes from a class-data-sharing archive (AppCDS) kept in
+the user's cache directory (``$XDG_CACHE_HOME/mirrorlib`` or ``~/.cache/mirrorlib``): the first
+session writes it when its JVM exits (``-XX:ArchiveClassesAtExit``), later ones map it
+(``-XX:SharedArchiveFile``) instead of loading and verifying the classes again. The archive is
+named after what its classes come from (the Java and PySpark installations, the submit arguments
+and ``spark-defaults.conf``); an archive the JVM finds stale or unusable is ignored by the JVM
+(``-Xshare:auto``, its warnings off), and a cache directory that cannot be created only means no
+archive. ``MIRRORLIB_SPARK_CDS=off`` turns it off.
+
+Neither is set when the user gives the driver's Java options (``spark.driver.extraJavaOptions``
+or ``--driver-java-options``, in ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``), which
+they would replace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DRIVER_JAVA_OPTIONS", "session_defaults"]
+__all__ = ["DRIVER_JAVA_OPTIONS", "class_data_sharing", "session_defaults", "stop_session"]
 
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 _JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "--driver-java-options")
+#: the JVM's messages about an archive it cannot use (it runs on without it)
+_CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+log = logging.getLogger(__name__)
 
 
 def _spark_defaults(environ: Mapping[str, str]) -> str:
@@ -41,6 +62,48 @@ def _spark_defaults(environ: Mapping[str, str]) -> str:
         return ""
 
 
+def _cache_dir(environ: Mapping[str, str]) -> Path | None:
+    base = environ.get("XDG_CACHE_HOME") or (
+        os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else ""
+    )
+    return Path(base) / "mirrorlib" if base else None
+
+
+def _archive_key(environ: Mapping[str, str], spark_defaults: str) -> str:
+    """What the driver's classes come from: Java, PySpark, submit arguments, Spark defaults."""
+    java_home = environ.get("JAVA_HOME", "")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or ""
+    try:
+        import pyspark
+
+        spark = f"{pyspark.__version__} {os.path.dirname(pyspark.__file__)}"
+    except ImportError:  # pragma: no cover - the session needs pyspark anyway
+        spark = ""
+    parts = (os.path.realpath(java) if java else "", spark,
+             environ.get("PYSPARK_SUBMIT_ARGS", ""), spark_defaults)  # fmt: skip
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def class_data_sharing(environ: Mapping[str, str], spark_defaults: str) -> str:
+    """The driver JVM's options for its class-data-sharing archive: map it if it exists, else
+    write it at exit; "" when turned off or when there is no usable cache directory."""
+    if environ.get("MIRRORLIB_SPARK_CDS", "").lower() in ("0", "off", "false", "no"):
+        return ""
+    directory = _cache_dir(environ)
+    if directory is None or any(c.isspace() for c in str(directory)):
+        return ""  # (the Java options are split at spaces)
+    archive = directory / f"spark-driver-{_archive_key(environ, spark_defaults)}.jsa"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        usable = archive.is_file() and archive.stat().st_size > 0
+        writable = os.access(directory, os.W_OK)
+    except OSError:
+        return ""
+    if usable:
+        return f"-XX:SharedArchiveFile={archive} {_CDS_QUIET}"
+    return f"-XX:ArchiveClassesAtExit={archive} {_CDS_QUIET}" if writable else ""
+
+
 def session_defaults(
     environ: Mapping[str, str] | None = None, spark_defaults: str | None = None
 ) -> dict[str, str]:
@@ -54,5 +117,23 @@ def session_defaults(
     out: dict[str, str] = {}
     given = submit_args + "\n" + text
     if not any(key in given for key in _JAVA_OPTION_KEYS):
-        out["spark.driver.extraJavaOptions"] = DRIVER_JAVA_OPTIONS
+        cds = class_data_sharing(env, text)
+        out["spark.driver.extraJavaOptions"] = f"{DRIVER_JAVA_OPTIONS} {cds}".strip()
     return out
+
+
+def stop_session(spark: Any, timeout: float = 60.0) -> None:
+    """Stop a session mirrorlib launched and wait up to ``timeout`` seconds for its JVM to exit
+    (a JVM writing the class-data-sharing archive does it as it exits: waiting keeps the archive
+    whole when the process group is killed right after the driver)."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    spark.stop()
+    if not isinstance(proc, subprocess.Popen) or proc.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.close()  # Spark's gateway exits at the end of its standard input
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("Spark's driver JVM still runs %.0fs after the session stopped", timeout)

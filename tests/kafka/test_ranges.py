@@ -1,0 +1,115 @@
+"""Copy tasks' Kafka I/O (mirrorlib.kafka.ranges) against real clusters, without Spark."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import pytest
+
+from mirrorlib.core.batches import Range
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.errors import ClusterTimeoutError
+from mirrorlib.kafka.ranges import SourceView, copy_ranges, kept_clients
+from mirrorlib.testing import ClusterSet
+from tests.kafka._util import unique
+from tests.runtime.conftest import config, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+TS0 = (int(time.time()) - 3600) * 1000
+
+
+def _flow(
+    clusters: ClusterSet, partitions: int, records: list[dict[str, Any]]
+) -> tuple[str, FlowSettings]:
+    """A new source topic holding ``records``, its remote topic, and the A->B flow's settings
+    (with the offset-syncs topic created)."""
+    a, b = clusters
+    topic = unique("rg")
+    a.create_topic(topic, partitions)
+    b.create_topic(f"A.{topic}", partitions)
+    produce(a, topic, records)
+    cfg = config(clusters, ["A->B"])
+    (flow,) = cfg.pairs_for_targets(["B"])
+    s = FlowSettings.from_config(cfg, flow)
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        (a if s.offset_syncs_cluster == a.alias else b).create_topic(s.offset_syncs_topic)
+    return topic, s
+
+
+def test_tasks_of_one_process_share_their_clients_and_copy_every_range_exactly(
+    two_clusters: ClusterSet,
+) -> None:
+    records = [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"v{i}".encode(),
+            "partition": i % 2,
+            "timestamp": TS0 + i,
+        }
+        for i in range(300)
+    ]
+    topic, s = _flow(two_clusters, 2, records)
+    b = two_clusters["B"]
+
+    first = copy_ranges(s, [Range(topic, 0, 0, 100), Range(topic, 1, 0, 100)])
+    assert first.records == 200
+    kept = kept_clients()
+    assert kept >= 1  # kept for the next task
+
+    # the next task borrows them: the same partitions further on, then a range again (a replay)
+    second = copy_ranges(s, [Range(topic, 0, 100, 150), Range(topic, 1, 100, 150)])
+    assert second.records == 100
+    third = copy_ranges(s, [Range(topic, 1, 40, 50)])
+    assert third.records == 10
+    assert kept_clients() == kept  # borrowed and given back
+    assert [p.copied_to for p in second.partitions] == [150, 150]
+    assert second.offset_syncs > 0
+
+    copied = read_all(b, f"A.{topic}")
+    by_partition = {p: [m.value() for m in copied if m.partition() == p] for p in (0, 1)}
+    assert by_partition[0] == [f"v{i}".encode() for i in range(0, 300, 2)][:150]
+    expected_1 = [f"v{i}".encode() for i in range(1, 300, 2)]
+    assert by_partition[1] == expected_1[:150] + expected_1[40:50]
+    assert all(m.timestamp()[1] == TS0 + int(m.value()[1:]) for m in copied)
+
+
+def test_a_failed_task_closes_its_clients_instead_of_keeping_them(
+    two_clusters: ClusterSet,
+) -> None:
+    records = [{"value": b"v", "partition": 0, "timestamp": TS0}] * 5
+    topic, s = _flow(two_clusters, 1, records)
+    assert copy_ranges(s, [Range(topic, 0, 0, 5)]).records == 5
+    kept = kept_clients()  # (at least the set this task gave back)
+
+    # offsets 5..9 do not exist yet: no progress, the task fails (Spark would retry it)
+    with pytest.raises(ClusterTimeoutError):
+        copy_ranges(s, [Range(topic, 0, 0, 10)], stall_timeout=2.0)
+    assert kept_clients() == kept - 1  # the set it borrowed was closed
+
+    assert copy_ranges(s, [Range(topic, 0, 0, 5)]).records == 5  # new clients, kept after
+    assert kept_clients() == kept
+
+
+def test_the_source_view_waits_for_remote_partitions_a_backfill_would_pin(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    topic = unique("rg")
+    a.create_topic(topic, 2)
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": topic})
+    (flow,) = cfg.pairs_for_targets(["B"])
+    view = SourceView(FlowSettings.from_config(cfg, flow), offsets_topic_partitions=25)
+    try:
+        started = time.monotonic()
+        view.settle(1.0)  # no remote topic: gives up after the timeout
+        assert view.missing == 2
+        assert time.monotonic() - started >= 1.0
+        b.create_topic(f"A.{topic}", 2)
+        view.settle(10.0)
+        assert view.missing == 0
+        assert view.partitions() == [(topic, 0), (topic, 1)]
+    finally:
+        view.close()

@@ -1,8 +1,18 @@
 """A stand-in for ``python -m mirrorlib.runtime.worker`` that copies nothing (supervisor tests).
 
-It answers every assignment, reports its partitions every 0.2 s, and exits on ``Stop`` or when its
-stdin ends. With ``FAKE_WORKER_SILENT=<path>``, the first process of slot 0 reports once, creates
-``<path>`` and then goes silent (it keeps running but sends nothing), like a stopped worker.
+It answers every assignment, reports its partitions every 0.2 s (one record each), and exits on
+``Stop`` or when its stdin ends. Environment variables change it:
+
+* ``FAKE_WORKER_SILENT=<path>``: the first process of slot 0 reports once, creates ``<path>``
+  and then goes silent (it keeps running but sends nothing), like a stopped worker;
+* ``FAKE_WORKER_SLOW_APPLY=<s>``: an assignment is applied (and confirmed) ``<s>`` seconds after
+  it came; the worker reports its old partitions meanwhile;
+* ``FAKE_WORKER_FINAL_REPORTS=<n>``: on ``Stop``, the worker exits at once and a child of it
+  sends ``n`` more reports (the last with ``n`` records per partition) from 0.3 s on, like frames
+  still in the pipe when the worker's exit is seen;
+* ``FAKE_WORKER_FAIL=<path>``: the first process of slot 0 given partitions fails like data loss
+  (``Exit(failed=True)``, status :data:`~mirrorlib.runtime.worker.EXIT_FAILED`) and creates
+  ``<path>``.
 """
 
 from __future__ import annotations
@@ -15,12 +25,24 @@ import time
 from mirrorlib.core.workerproto import (
     Applied,
     Assign,
+    Exit,
     PartitionReport,
     Report,
     Start,
     Stop,
 )
 from mirrorlib.runtime.frames import read_frame, write_frame
+from mirrorlib.runtime.worker import EXIT_FAILED
+
+Key = tuple[str, int]
+
+
+def _report(held: frozenset[Key], records: int = 1) -> Report:
+    parts = tuple(
+        PartitionReport(t, p, f"A.{t}", records, 10 * records, 1, 1, None, 0, None)
+        for t, p in sorted(held)
+    )
+    return Report(os.getpid(), parts, ())
 
 
 def main() -> None:
@@ -35,8 +57,12 @@ def main() -> None:
         while read_frame(sys.stdin.buffer) is not None:
             pass  # reads but never answers
         return
+    fail = os.environ.get("FAKE_WORKER_FAIL")
+    fail = fail if fail and start.slot == 0 and not os.path.exists(fail) else None
+    slow = float(os.environ.get("FAKE_WORKER_SLOW_APPLY", "0"))
+    final = int(os.environ.get("FAKE_WORKER_FINAL_REPORTS", "0"))
     lock = threading.Lock()
-    held: frozenset[tuple[str, int]] = frozenset()
+    held: frozenset[Key] = frozenset()
 
     def send(message: object) -> None:
         with lock:
@@ -44,17 +70,26 @@ def main() -> None:
 
     def report() -> None:
         while True:
-            parts = tuple(
-                PartitionReport(t, p, f"A.{t}", 1, 10, 1, 1, None, 0, None) for t, p in sorted(held)
-            )
-            send(Report(os.getpid(), parts, ()))
+            send(_report(held))
             time.sleep(0.2)
 
     threading.Thread(target=report, daemon=True).start()
     while (message := read_frame(sys.stdin.buffer)) is not None:
         if isinstance(message, Stop):
-            return
+            with lock:  # no report half written
+                if final and os.fork() == 0:
+                    time.sleep(0.3)  # the worker's exit was seen: its last frames come now
+                    for records in range(2, final + 1):
+                        write_frame(out, _report(held, records))
+                        time.sleep(0.01)
+                os._exit(0)
         if isinstance(message, Assign):
+            if fail and message.partitions:
+                with open(fail, "w") as f:
+                    f.write(str(os.getpid()))
+                send(Exit("data loss", failed=True))
+                os._exit(EXIT_FAILED)
+            time.sleep(slow)
             held = message.partitions
             send(Applied(message.version))
 

@@ -162,7 +162,9 @@ def test_components_start_around_the_data_plane_and_stop_after_it(
 ) -> None:
     cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "flowrunner\\..*"})
     runner = FlowRunner(
-        FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane(), thread_prefix=fresh_prefix()
+        FlowSettings.from_config(cfg, cfg.flow("A", "B")),
+        RecordingPlane(),
+        thread_prefix=fresh_prefix(),
     )
     plane = runner.data_plane
     try:
@@ -192,7 +194,9 @@ def test_components_start_around_the_data_plane_and_stop_after_it(
 def test_a_heartbeats_only_pair_runs_no_data_plane(two_clusters: ClusterSet) -> None:
     cfg = config(two_clusters, [])
     runner = FlowRunner(
-        FlowSettings.from_config(cfg, cfg.flow("A", "B")), RecordingPlane(), thread_prefix=fresh_prefix()
+        FlowSettings.from_config(cfg, cfg.flow("A", "B")),
+        RecordingPlane(),
+        thread_prefix=fresh_prefix(),
     )
     try:
         runner.start_blocking()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +17,9 @@ import pytest
 from mirrorlib import MirrorConfig
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.status import FlowState, StatsRegistry
 from mirrorlib.core.worker_reports import WorkerState
+from mirrorlib.runtime import workers
 from mirrorlib.runtime.workers import Supervisor
 from tests.runtime.conftest import wait_for
 
@@ -37,23 +41,44 @@ def settings() -> FlowSettings:
     return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
 
 
+def fake_command() -> list[str]:
+    return [sys.executable, FAKE]
+
+
 class Running:
-    def __init__(self, owned: frozenset[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        owned: frozenset[tuple[str, int]],
+        *,
+        command: Callable[[], list[str]] = fake_command,
+    ) -> None:
         self.owned = owned
         self.stats = StatsRegistry("A", "B")
-        catalog = TopicCatalog()
-        catalog.publish({"t": RemoteTopic("A.t", 4)})
+        self.catalog = TopicCatalog()
+        self.catalog.publish({"t": RemoteTopic("A.t", 4)})
+        self.owned_calls = 0
+        self.owned_fails: set[int] = set()  # calls of owned() that raise
         self.supervisor = Supervisor(
             settings(),
             self.stats,
-            catalog,
-            lambda: self.owned,
+            self.catalog,
+            self._owned,
             offsets_topic_partitions=5,
             unresponsive_after=1.0,
-            command=lambda: [sys.executable, FAKE],
+            command=command,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,), daemon=True)
+
+    def _owned(self) -> frozenset[tuple[str, int]]:
+        self.owned_calls += 1
+        if self.owned_calls in self.owned_fails:
+            raise RuntimeError("owned() failed")
+        return self.owned
+
+    def counts(self) -> dict[tuple[str, int], int]:
+        """partition -> record count in the flow's status."""
+        return {(p.topic, p.partition): p.record_count for p in self.stats.snapshot().partitions}
 
     def rows(self) -> dict[int, tuple[int | None, int, int]]:
         """slot -> (pid, partitions, restarts)."""
@@ -158,3 +183,164 @@ def test_a_silent_worker_is_replaced_and_killed(
     finally:
         r.stop.set()
         r.thread.join(30)
+
+
+def stopped(r: Running) -> None:
+    r.stop.set()
+    r.thread.join(30)
+    assert not r.thread.is_alive()
+
+
+def test_a_partition_moved_between_live_workers_is_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each process of a worker reports one record per partition it holds: a partition's count
+    # is the number of processes that held it in turn, however long a release takes to confirm
+    monkeypatch.setenv("FAKE_WORKER_SLOW_APPLY", "1.0")
+    monkeypatch.setattr(workers, "DOWN_GRACE_S", 0.0)  # a dead slot's partitions move at once
+    monkeypatch.setattr(workers, "REBALANCE_S", 0.5)
+    r = Running(KEYS)
+    holders: dict[tuple[str, int], list[int | None]] = {k: [] for k in KEYS}
+    watching = threading.Event()
+
+    def watch() -> None:  # the worker of each partition, as it changes
+        while not watching.is_set():
+            for p in r.stats.snapshot().partitions:
+                seen = holders[(p.topic, p.partition)]
+                if not seen or seen[-1] != p.worker:
+                    seen.append(p.worker)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    r.thread.start()
+    watcher.start()
+    try:
+        rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
+        wait_for("every partition reported", lambda: set(r.counts()) == KEYS)
+        pid = rows[1][0]
+        assert pid is not None
+        os.kill(pid, 9)  # slot 0 takes slot 1's partitions, then gives some back when it is up
+        wait_for(
+            "a partition moved from live slot 0 to slot 1",
+            lambda: any((0, 1) in itertools.pairwise(h) for h in holders.values()),
+            timeout=30,
+        )
+        time.sleep(2.0)  # every process reported its partitions
+        watching.set()
+        watcher.join()
+        assert r.counts() == {k: len(holders[k]) for k in KEYS}, holders
+    finally:
+        watching.set()
+        stopped(r)
+
+
+def test_a_stopped_worker_is_replaced_while_topics_fill_its_pipe() -> None:
+    r = Running(KEYS)
+    r.thread.start()
+    try:
+        rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
+        wait_for("both reporting", lambda: all(i.state is WorkerState.RUNNING
+                                               for i in r.supervisor.slot_infos()))  # fmt: skip
+        pid = rows[0][0]
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for n in range(5):  # each catalog over 64 KiB: the stopped worker's pipe fills
+                topics = {f"topic-{n}-{i:04d}": RemoteTopic(f"A.topic-{n}-{i:04d}", 1)
+                          for i in range(1500)}  # fmt: skip
+                r.catalog.publish({"t": RemoteTopic("A.t", 4), **topics})
+                time.sleep(0.2)
+            wait_for(
+                "the stopped worker replaced",
+                lambda: (row := r.rows().get(0)) and row[0] not in (None, pid) and row[1] == 2,
+                timeout=20,
+            )
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    finally:
+        stopped(r)
+
+
+def test_the_last_reports_of_stopping_workers_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_WORKER_FINAL_REPORTS", "50")
+    r = Running(KEYS)
+    r.thread.start()
+    wait_for("two workers", lambda: split_evenly(r), timeout=30)
+    wait_for("every partition reported", lambda: set(r.counts()) == KEYS)
+    stopped(r)
+    assert r.counts() == dict.fromkeys(KEYS, 50)
+
+
+def test_a_failing_round_of_the_supervisor_is_retried_and_the_workers_run_on() -> None:
+    r = Running(KEYS)
+    r.thread.start()
+    try:
+        rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
+        r.owned_fails = {r.owned_calls + 1}
+        wait_for(
+            "the failure in the status",
+            lambda: any("owned() failed" in e for e in r.stats.errors()),
+            timeout=10,
+            interval=0.02,
+        )
+        wait_for(
+            "the error cleared",
+            lambda: not any("owned() failed" in e for e in r.stats.errors()),
+            timeout=15,
+            interval=0.05,
+        )
+        assert r.thread.is_alive()
+        assert split_evenly(r) == rows  # the same processes
+    finally:
+        stopped(r)
+
+
+def test_a_failed_replacement_keeps_the_slots_partitions_for_the_grace_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "silent"
+    monkeypatch.setenv("FAKE_WORKER_SILENT", str(marker))
+    failing_until = [float("inf")]
+
+    def command() -> list[str]:
+        if marker.exists() and time.monotonic() < failing_until[0]:
+            failing_until[0] = min(failing_until[0], time.monotonic() + 3.0)
+            return [str(tmp_path / "no-such-program")]
+        return fake_command()
+
+    r = Running(KEYS, command=command)
+    r.thread.start()
+    try:
+        wait_for("the silent worker started", marker.exists, timeout=30)
+        wait_for("slot 0 unresponsive", lambda: failing_until[0] < float("inf"), timeout=30,
+                 interval=0.02)  # fmt: skip
+        most = 0
+        while time.monotonic() < failing_until[0]:
+            row = r.rows().get(1)
+            most = max(most, row[1] if row else 0)
+            time.sleep(0.02)
+        assert most == 2  # slot 1 never took slot 0's partitions within the grace period
+        wait_for("slot 0 back", lambda: split_evenly(r), timeout=30)
+    finally:
+        stopped(r)
+
+
+def test_a_worker_failed_on_data_loss_keeps_its_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "failed"
+    monkeypatch.setenv("FAKE_WORKER_FAIL", str(marker))
+    monkeypatch.setattr(workers, "DOWN_GRACE_S", 0.2)
+    r = Running(KEYS)
+    r.thread.start()
+    try:
+        wait_for("the flow failed", lambda: r.stats.state is FlowState.FAILED, timeout=30)
+        wait_for("slot 0 failed", lambda: r.supervisor.slot_infos()[0].state
+                 is WorkerState.FAILED, timeout=10)  # fmt: skip
+        time.sleep(1.5)
+        infos = r.supervisor.slot_infos()
+        assert infos[0].state is WorkerState.FAILED
+        assert len(infos[1].partitions) == 2  # slot 0's two are copied by no other worker
+    finally:
+        stopped(r)

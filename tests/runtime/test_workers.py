@@ -51,6 +51,7 @@ def test_tasks_max_2_copies_every_record_with_two_busy_workers(two_clusters: Clu
     produce(a, topic, records(4000, 4))
     cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "workers\\.copy", "tasks.max": "2"})
     with Replicator(cfg) as replicator:
+
         def all_on_b() -> bool:
             try:
                 return len(read_all(b, f"A.{topic}", read_committed=True)) >= 4000

@@ -99,10 +99,21 @@ REBALANCE_S = 30.0
 RELEASE_TIMEOUT_S = 30.0
 #: seconds the workers get to commit and exit when the flow stops
 STOP_TIMEOUT_S = 20.0
+#: back-off (seconds) of the supervisor's loop after it failed (its workers run on meanwhile)
+LOOP_RETRY_BASE_S, LOOP_RETRY_CAP_S = 0.5, 10.0
+
+
+_CLOSE = object()  # ends a process's sender thread
+#: seconds a process's reader (sender) thread gets to finish once the process exited
+PIPE_JOIN_S = 5.0
 
 
 class _Process:
-    """One OS process of a slot, and what the parent knows of it."""
+    """One OS process of a slot, and what the parent knows of it.
+
+    Messages to the process go through its own sender thread (:meth:`send` never blocks: a
+    stopped or stuck worker whose stdin pipe is full blocks only that thread, and the
+    supervisor still replaces it); its frames come through its reader thread (:meth:`read`)."""
 
     def __init__(self, slot: int, popen: subprocess.Popen[bytes]) -> None:
         self.slot = slot
@@ -119,7 +130,8 @@ class _Process:
         self.records = 0  # records reported (for the rate)
         self.rate = (time.monotonic(), 0, 0.0)  # (time, records, records/s)
         self.stale = False  # replaced: nothing it says counts any more
-        self._lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
 
     def may_hold(self) -> frozenset[Key]:
         """The partitions this process may be writing."""
@@ -128,16 +140,38 @@ class _Process:
             held |= keys
         return frozenset(held)
 
-    def send(self, message: object) -> bool:
+    def send_first(self, message: object) -> bool:
+        """Write ``message`` at once (before the threads run); whether it was written."""
         stdin = self.popen.stdin
         if stdin is None:
             return False
-        with self._lock:
+        try:
+            write_frame(stdin, message)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def run_threads(self, name: str, events: queue.Queue[tuple[_Process, Any]]) -> None:
+        """Start the sender and reader threads of the process."""
+        self._threads = [
+            threading.Thread(target=self._write, name=f"{name} sender", daemon=True),
+            threading.Thread(target=self.read, args=(events,), name=f"{name} reader", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def send(self, message: object) -> None:
+        """Queue ``message`` for the process (never blocks; lost if the process is gone)."""
+        self._outbox.put(message)
+
+    def _write(self) -> None:
+        stdin = self.popen.stdin
+        assert stdin is not None
+        while (message := self._outbox.get()) is not _CLOSE:
             try:
                 write_frame(stdin, message)
             except (OSError, ValueError):
-                return False
-        return True
+                return  # the process is gone: its reader reports the end
 
     def read(self, events: queue.Queue[tuple[_Process, Any]]) -> None:
         """Forward every frame of the process to the supervisor (``None`` at its end)."""
@@ -154,9 +188,16 @@ class _Process:
                 return
 
     def close_pipes(self) -> None:
+        """Once the process exited: let its threads finish (the reader forwards its last
+        frames), then close its pipes."""
+        self._outbox.put(_CLOSE)
+        deadline = time.monotonic() + PIPE_JOIN_S
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(deadline - time.monotonic(), 0.0))
         for stream in (self.popen.stdin, self.popen.stdout):
             if stream is not None:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, ValueError):
                     stream.close()
 
 
@@ -230,7 +271,9 @@ class Supervisor:
         self._replan = True
         self._owned: frozenset[Key] = frozenset()
         self._syncs: OffsetSyncWriter | None = None
-        self._stale: list[_Process] = []  # replaced processes, killed, to reap
+        self._stale: list[_Process] = []  # replaced processes, killed, to reap (under _lock)
+        self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
+        self._loop_failed = False  # the last round of the loop raised
         self._clock = WatchdogClock(PARENT_PAUSE_S)
 
     # -- what others ask ----------------------------------------------------------------------
@@ -239,9 +282,9 @@ class Supervisor:
         """Which of ``keys`` a worker may still be writing (thread-safe)."""
         with self._lock:
             held: set[Key] = set()
-            for slot in self.slots:
-                if slot.process is not None:
-                    held |= slot.process.may_hold() & keys
+            procs = [s.process for s in self.slots if s.process is not None]
+            for proc in [*procs, *self._stale]:  # a replaced process until it is reaped
+                held |= proc.may_hold() & keys
             return frozenset(held)
 
     def slot_infos(self) -> tuple[SlotInfo, ...]:
@@ -288,6 +331,9 @@ class Supervisor:
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        """Supervise until ``stop``, then stop the workers. A round of the loop that raises is
+        logged, shown as the flow's ``workers`` error and retried with back-off; the workers
+        run on meanwhile."""
         if self.s.emit_offset_syncs_enabled:
             self._syncs = OffsetSyncWriter(
                 self.s.offset_syncs_producer,
@@ -296,27 +342,46 @@ class Supervisor:
                 flow=self.s.name,
                 on_written=self._sync_written,
             )
-        last_plan = 0.0
         try:
             while not stop.is_set():
-                self._handle_events(timeout=0.1)
-                now = time.monotonic()
-                self._clock.tick(now)
-                self._watch(now)
-                self._start_due(now)
-                self._forward_topics()
-                owned = self.owned()
-                if owned != self._owned:
-                    self._owned = owned
-                    self._replan = True
-                if self._replan or now - last_plan >= 1.0:
-                    self._plan(now)
-                    last_plan = now
-                if self._syncs is not None:
-                    self._syncs.poll()
-                self._publish_rows(now)
+                try:
+                    self._loop(stop)
+                except Exception as exc:
+                    self._loop_failed = True
+                    delay = self._loop_backoff.next_delay()
+                    self.stats.set_error("workers", f"supervisor: {type(exc).__name__}: {exc}")
+                    log.exception(
+                        "flow %s: the worker supervisor failed; retrying in %.1fs",
+                        self.s.name,
+                        delay,
+                    )
+                    self._loop_backoff.wait(stop)
         finally:
             self._shutdown()
+
+    def _loop(self, stop: threading.Event) -> None:
+        last_plan = 0.0
+        while not stop.is_set():
+            self._handle_events(timeout=0.1)
+            now = time.monotonic()
+            self._clock.tick(now)
+            self._watch(now)
+            self._start_due(now)
+            self._forward_topics()
+            owned = self.owned()
+            if owned != self._owned:
+                self._owned = owned
+                self._replan = True
+            if self._replan or now - last_plan >= 1.0:
+                self._plan(now)
+                last_plan = now
+            if self._syncs is not None:
+                self._syncs.poll()
+            self._publish_rows(now)
+            if self._loop_failed:  # a full round again
+                self._loop_failed = False
+                self._loop_backoff.reset()
+                self.stats.set_error("workers", None)
 
     def _handle_events(self, timeout: float) -> None:
         try:
@@ -341,7 +406,12 @@ class Supervisor:
         elif isinstance(message, Applied):
             with self._lock:
                 proc.applied = max(proc.applied, message.version)
+                released = [k for v, k in proc.releasing if v <= proc.applied]
                 proc.releasing = [(v, k) for v, k in proc.releasing if v > proc.applied]
+            # confirmed: the process reports them no more (if given back, it counts anew; one
+            # given back before it confirmed the release may never have left it: kept)
+            for key in frozenset().union(*released) - proc.sent:
+                proc.merger.forget(key)
             self._replan = True
         elif isinstance(message, Syncs):
             if self._syncs is not None:
@@ -397,20 +467,16 @@ class Supervisor:
             parent_pid=os.getpid(),
             log_level=logging.getLogger().getEffectiveLevel(),
         )
-        if not proc.send(start):
+        if not proc.send_first(start):
             popen.kill()
             popen.wait()
+            proc.close_pipes()
             self._failed_start(slot, "the worker process ended at once")
             return
         with self._lock:
             slot.process = proc
         slot.down_since = None
-        threading.Thread(
-            target=proc.read,
-            args=(self.events,),
-            name=f"mirrorlib {self.s.name} worker {slot.index} reader",
-            daemon=True,
-        ).start()
+        proc.run_threads(f"mirrorlib {self.s.name} worker {slot.index}", self.events)
         _, topics = self.catalog.snapshot()
         proc.send(Topics(topics))
         self._assign(proc, frozenset())  # answered once its producer is initialised
@@ -481,13 +547,16 @@ class Supervisor:
         for proc in list(self._stale):
             if proc.popen.poll() is not None:
                 proc.close_pipes()
-                self._stale.remove(proc)
+                with self._lock:
+                    self._stale.remove(proc)
 
     def _replace(self, slot: _Slot, proc: _Process, silent: float) -> None:
         """``proc`` stopped reporting: a new process of the slot takes over with the same
         transactional id (fencing ``proc``), and ``proc`` is killed."""
         proc.stale = True
-        self._stale.append(proc)
+        with self._lock:  # holding() sees it as a replaced process until it is reaped
+            slot.process = None
+            self._stale.append(proc)
         slot.restarts += 1
         slot.last_error = f"pid {proc.pid} unresponsive for {silent:.0f}s: replaced"
         log.error(
@@ -499,13 +568,13 @@ class Supervisor:
             silent,
         )
         placed = proc.sent
-        with self._lock:
-            slot.process = None
         self._start(slot)
         slot.replaced = True
         new = slot.process
         if new is not None:  # the new process gets the partitions once its init fenced `proc`
             self._assign(new, placed)
+        else:  # no new process: the slot keeps its partitions for DOWN_GRACE_S, as if it died
+            slot.down_since = time.monotonic()
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGKILL)
 
@@ -527,17 +596,24 @@ class Supervisor:
 
     def _plan(self, now: float) -> None:
         self._replan = False
+        # a slot failed for the flow (data loss) keeps its partitions: no other worker copies
+        # them (they would fail the same way), as one copier stops for the flow's partitions
+        failed = [s for s in self.slots if s.process is None and s.next_start == float("inf")]
+        pinned = frozenset().union(*(s.placed for s in failed)) & self._owned
         eligible = [
             s.index
             for s in self.slots
             if s.process is not None
-            or (s.down_since is not None and now - s.down_since < DOWN_GRACE_S)
+            or (
+                s.down_since is not None
+                and now - s.down_since < DOWN_GRACE_S
+                and s.next_start != float("inf")
+            )
         ]
         current = {k: s.index for s in self.slots if s.index in eligible for k in s.placed}
         rebalance = now - self._last_rebalance >= REBALANCE_S
-        placement = place(
-            self._loads(), current, eligible, imbalance=2.0 if rebalance else float("inf")
-        )
+        loads = {k: v for k, v in self._loads().items() if k not in pinned}
+        placement = place(loads, current, eligible, imbalance=2.0 if rebalance else float("inf"))
         if placement.moved:
             self._last_rebalance = now
             log.info(
@@ -549,7 +625,7 @@ class Supervisor:
         elif rebalance:
             self._last_rebalance = now
         for slot in self.slots:
-            slot.placed = placement.of(slot.index)
+            slot.placed = slot.placed & pinned if slot in failed else placement.of(slot.index)
         for slot in self.slots:
             proc = slot.process
             if proc is None or proc.stale:
@@ -569,8 +645,6 @@ class Supervisor:
             if removed:
                 proc.releasing.append((proc.version, removed))
             proc.sent = partitions
-        for key in removed:
-            proc.merger.forget(key)
         proc.send(Assign(proc.version, partitions))
 
     def _drop_unowned(self) -> None:
@@ -644,7 +718,8 @@ class Supervisor:
         with self._lock:
             for slot in self.slots:
                 slot.process = None
-        # syncs of what the workers committed last
+            self._stale.clear()
+        # syncs of what the workers committed last (their readers forwarded every last frame)
         while True:
             try:
                 proc, message = self.events.get_nowait()

@@ -490,19 +490,33 @@ class CheckpointTask:
         if catch_up is not None:
             catch_up()
         cycle = _Cycle(self, producer, read_ms)
-        try:
-            for group, offsets in todo.items():
-                cycle.group(group, offsets, committed_after[group])
-        except BaseException:
-            if source is None:  # the groups not written yet are emitted on the next cycle
-                groups = list(todo)
-                self._retry.update(groups[groups.index(cycle.current) :])
-            raise
+        self._write_groups(cycle, todo, committed_after, retry=source is None)
         pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
             producer.flush(s.admin_timeout)
         cycle.close()
         return CycleResult(len(todo), pairs, translated, produced, fetched)
+
+    def _write_groups(
+        self,
+        cycle: _Cycle,
+        todo: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+        committed_after: Mapping[str, Callable[[TopicPartition], int | None]],
+        *,
+        retry: bool,
+    ) -> None:
+        """Write the checkpoints of every group of ``todo``. ``retry``: the groups were taken
+        from the commits followed (:meth:`take_commits`), so a cycle cut short hands the groups
+        it has not written yet to the next cycle (otherwise the next read of the source's
+        offsets brings them)."""
+        try:
+            for group, offsets in todo.items():
+                cycle.group(group, offsets, committed_after[group])
+        except BaseException:
+            if retry:
+                groups = list(todo)
+                self._retry.update(groups[groups.index(cycle.current) :])
+            raise
 
     def _watch(self, tp: TopicPartition, group: str) -> None:
         """Translate ``group``'s offset on ``tp`` again when the partition gets new syncs."""

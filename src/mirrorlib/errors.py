@@ -11,11 +11,13 @@ MirrorError
 ├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
 ├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
+├── RecordRefusedError (RuntimeError) a Spark backfill gave up on a record the target refuses
 ├── FlowFailedError (RuntimeError) a running flow stopped on an error retrying cannot fix
 ├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
 ├── WorkerProtocolError          a frame between a flow's process and a copier worker is unreadable
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
+    ├── TopicReadTimeoutError (TimeoutError) an internal topic was not read to its end in time
     ├── PlanApplyError           some steps of a plan failed; .result tells which
     └── KafkaRequestError        a request failed (.cluster, .resource, .code, .retriable)
         ├── ClusterTimeoutError (TimeoutError)

@@ -361,6 +361,37 @@ def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     assert got == sorted(b"%05d" % i for i in range(3000))  # every record exactly once
 
 
+def test_a_backfill_with_a_record_the_target_keeps_refusing_fails_naming_the_partition(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    """The refused record parks its partition; the backfill does not report success while
+    the partition still owes records: it retries with back-off, then fails naming it."""
+    from mirrorlib.errors import RecordRefusedError
+    from mirrorlib.spark import SparkReplicator
+
+    a, b = two_clusters
+    big = f"{name}.big"
+    a.create_topic(big, 1, config={"max.message.bytes": "2000000"})
+    b.create_topic(f"A.{big}", 1, config={"max.message.bytes": "100000"})
+    records = [{"value": b"small-%d" % i} for i in range(10)]
+    records.append({"value": b"x" * 300_000})
+    records += [{"value": b"after-%d" % i} for i in range(10)]
+    produce(a, big, records)
+    cfg = spark_config(
+        two_clusters,
+        **{"A->B.topics": f"{name}\\..*", "config.properties.exclude": "max\\.message\\.bytes"},
+    )
+    job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk"), mode="backfill")
+    try:
+        handle = job.start()
+        with pytest.raises(Exception, match=rf"{big}-0@10") as failed:
+            handle.await_termination(timeout=300)
+    finally:
+        job.stop()
+    assert RecordRefusedError.__name__ in str(failed.value)
+    assert sum(end_offsets(b, f"A.{big}").values()) == 10  # nothing from the refused one on
+
+
 def test_a_checkpoint_location_of_the_earlier_engine_is_refused_by_name(
     two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
 ) -> None:

@@ -11,11 +11,13 @@ MirrorError
 ├── ConfigError (ValueError)     invalid or unsupported configuration (.key, .alias, .value)
 ├── CodecError (ValueError)      bytes that are not a valid checkpoint / heartbeat / offset sync
 ├── DataLossError (RuntimeError) the source no longer holds records a flow must copy
+├── RecordRefusedError (RuntimeError) a Spark backfill gave up on a record the target refuses
 ├── FlowFailedError (RuntimeError) a running flow stopped on an error retrying cannot fix
 ├── FailoverRefusedError         a failover was refused (active, would skip, empty); .plan says why
 ├── WorkerProtocolError          a frame between a flow's process and a copier worker is unreadable
 └── ClusterError                 a Kafka cluster could not be reached or refused a request
     ├── TestClusterError         a local test cluster (mirrorlib.testing) failed to start/stop
+    ├── TopicReadTimeoutError (TimeoutError) an internal topic was not read to its end in time
     ├── PlanApplyError           some steps of a plan failed; .result tells which
     └── KafkaRequestError        a request failed (.cluster, .resource, .code, .retriable)
         ├── ClusterTimeoutError (TimeoutError)
@@ -48,9 +50,11 @@ __all__ = [
     "KafkaRequestError",
     "MirrorError",
     "PlanApplyError",
+    "RecordRefusedError",
     "SecurityDisabledError",
     "TestClusterError",
     "TopicAuthorizationError",
+    "TopicReadTimeoutError",
     "UnsupportedVersionError",
     "WorkerProtocolError",
 ]
@@ -97,6 +101,12 @@ class DataLossError(MirrorError, RuntimeError):
     offset range."""
 
 
+class RecordRefusedError(MirrorError, RuntimeError):
+    """The target kept refusing a record (larger than the remote topic's ``max.message.bytes``,
+    or another permanent delivery error) until a run that must end gave up on its partition: a
+    Spark backfill. The message names the partitions and the offsets they stopped at."""
+
+
 class FlowFailedError(MirrorError, RuntimeError):
     """A running flow stopped on an error that retrying cannot fix (its state is ``FAILED``), such
     as data loss with ``data.loss.action=fail``. Raised by :meth:`Replicator.run
@@ -120,6 +130,12 @@ class FailoverRefusedError(MirrorError):
 
 class ClusterError(MirrorError):
     """A Kafka cluster could not be reached, or refused a request."""
+
+
+class TopicReadTimeoutError(ClusterError, TimeoutError):
+    """Reading one of MM2's internal topics to its end did not finish in time, for example
+    because a transaction left open on it (by a killed worker) had not ended yet; the message
+    names the partitions and how far they were read."""
 
 
 class TestClusterError(ClusterError):

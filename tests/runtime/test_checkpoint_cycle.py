@@ -7,6 +7,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pytest
+
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.core.settings import FlowSettings
@@ -161,3 +163,60 @@ def test_a_failed_write_following_commits_is_emitted_again_for_an_idle_group() -
     producer.fail = False
     assert task.emit_checkpoints(producer).produced == 1  # no new commit, no new sync
     assert len(task.store) == 1
+
+
+def _group_commit(group: str, offset: int) -> _Msg:
+    g = group.encode()
+    k = struct.pack(">hh", 1, len(g)) + g + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    v = struct.pack(">hqih", 3, offset, -1, 0) + struct.pack(">q", 1000)
+    return _Msg(k, v)
+
+
+class _BoundedProducer(_Producer):
+    """Like librdkafka's producer: ``produce`` raises BufferError while ``limit`` messages await
+    their delivery reports (``queue.buffering.max.messages``); ``poll`` serves the reports.
+    ``refuse_after``: the write that raises a KafkaException-like error instead (once)."""
+
+    def __init__(self, limit: int, refuse_after: int | None = None) -> None:
+        super().__init__()
+        self.limit, self.refuse_after, self.full = limit, refuse_after, 0
+
+    def produce(self, topic: str, value: bytes, key: bytes, p: int, **kw: Any) -> None:
+        if self.refuse_after is not None and len(self.written) == self.refuse_after:
+            self.refuse_after = None
+            raise RuntimeError("Local: Unknown topic")
+        if len(self._reports) >= self.limit:
+            self.full += 1
+            raise BufferError("Local: Queue full")
+        super().produce(topic, value, key, p, **kw)
+
+    def poll(self, _timeout: float) -> int:
+        return self.flush(_timeout)
+
+
+def test_a_cycle_longer_than_the_producers_queue_writes_every_group() -> None:
+    task, producer = _task(), _BoundedProducer(limit=10)
+    task.following_commits = True
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    groups = [f"g{i:02d}" for i in range(50)]
+    task.take_commits([_group_commit(g, 40) for g in groups])
+    assert task.emit_checkpoints(producer).produced == 50
+    assert producer.full > 0  # the queue did fill up
+    assert sorted(cp.group for cp in producer.written) == groups
+    assert len(task.store) == 50
+
+
+def test_a_cycle_cut_short_writes_the_remaining_groups_on_the_next_cycle() -> None:
+    task, producer = _task(), _BoundedProducer(limit=100, refuse_after=20)
+    task.following_commits = True
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    groups = [f"g{i:02d}" for i in range(50)]
+    task.take_commits([_group_commit(g, 40) for g in groups])
+    with pytest.raises(RuntimeError):
+        task.emit_checkpoints(producer)
+    producer.flush(1.0)
+    assert len(task.store) == 20
+    # no new commit, no new sync: the groups not written (the failed one too) are written now
+    assert task.emit_checkpoints(producer).produced == 30
+    assert sorted(cp.group for cp in producer.written) == groups
+    assert len(task.store) == 50

@@ -302,6 +302,25 @@ def test_a_finished_backfill_ends_with_a_checkpoint_pass_and_no_lag(
     assert {tp: copied.get(tp) for tp in tps[2:]} == dict.fromkeys(tps[2:], 0)
 
 
+def a_refused_record(
+    clusters: ClusterSet, name: str, big: str
+) -> tuple[list[dict[str, Any]], MirrorConfig]:
+    """Topic ``big`` on A with 21 records, the 11th too large for its remote topic on B (whose
+    limit is not synced from the source's); the records, and a config copying ``name``'s topics."""
+    a, b = clusters
+    a.create_topic(big, 1, config={"max.message.bytes": "2000000"})
+    b.create_topic(f"A.{big}", 1, config={"max.message.bytes": "100000"})
+    records: list[dict[str, Any]] = [{"value": b"small-%d" % i} for i in range(10)]
+    records.append({"value": b"x" * 300_000})
+    records += [{"value": b"after-%d" % i} for i in range(10)]
+    produce(a, big, records)
+    cfg = spark_config(
+        clusters,
+        **{"A->B.topics": f"{name}\\..*", "config.properties.exclude": "max\\.message\\.bytes"},
+    )
+    return records, cfg
+
+
 def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
 ) -> None:
@@ -317,17 +336,7 @@ def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     produce(
         a, small, [{"value": b"%05d" % i + b"v" * 1019, "partition": i % 2} for i in range(3000)]
     )
-    # a record the remote topic refuses (its limit is not synced from the source's)
-    a.create_topic(big, 1, config={"max.message.bytes": "2000000"})
-    b.create_topic(f"A.{big}", 1, config={"max.message.bytes": "100000"})
-    records = [{"value": b"small-%d" % i} for i in range(10)]
-    records.append({"value": b"x" * 300_000})
-    records += [{"value": b"after-%d" % i} for i in range(10)]
-    produce(a, big, records)
-    cfg = spark_config(
-        two_clusters,
-        **{"A->B.topics": f"{name}\\..*", "config.properties.exclude": "max\\.message\\.bytes"},
-    )
+    records, cfg = a_refused_record(two_clusters, name, big)
     job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk")).start()
     try:
         wait_for(
@@ -359,6 +368,28 @@ def test_small_max_message_bytes_and_a_refused_record_parks_its_partition(
     assert list(dict.fromkeys(values)) == [r["value"] for r in records]
     got = sorted(m.value()[:5] for m in read_all(b, f"A.{small}"))
     assert got == sorted(b"%05d" % i for i in range(3000))  # every record exactly once
+
+
+def test_a_backfill_with_a_record_the_target_keeps_refusing_fails_naming_the_partition(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    """The refused record parks its partition; the backfill does not report success while
+    the partition still owes records: it retries with back-off, then fails naming it."""
+    from mirrorlib.errors import RecordRefusedError
+    from mirrorlib.spark import SparkReplicator
+
+    b = two_clusters[1]
+    big = f"{name}.big"
+    _, cfg = a_refused_record(two_clusters, name, big)
+    job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk"), mode="backfill")
+    try:
+        handle = job.start()
+        with pytest.raises(Exception, match=rf"{big}-0@10") as failed:
+            handle.await_termination(timeout=300)
+    finally:
+        job.stop()
+    assert RecordRefusedError.__name__ in str(failed.value)
+    assert sum(end_offsets(b, f"A.{big}").values()) == 10  # nothing from the refused one on
 
 
 def test_a_checkpoint_location_of_the_earlier_engine_is_refused_by_name(

@@ -18,9 +18,15 @@ from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.errors import CodecError
 from mirrorlib.kafka.topiclog import TopicLog
 
-__all__ = ["PositionStore"]
+__all__ = ["OPEN_TRANSACTION_WAIT", "PositionStore"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a ``read_committed`` refresh waits at least for a transaction left open on the
+#: offsets topic to end: the producers' ``transaction.timeout.ms`` (60 s by default), after which
+#: the broker aborts it, plus the broker's check for expired transactions (every 10 s by
+#: default, ``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and a margin.
+OPEN_TRANSACTION_WAIT = 80.0
 
 
 class PositionStore:
@@ -43,6 +49,7 @@ class PositionStore:
         self._log = TopicLog(
             consumer_config, topic, alias=target_alias, read_committed=read_committed
         )
+        self._read_committed = read_committed
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, int], int] = {}
         self._stored_at: dict[tuple[str, int], int] = {}  # record timestamps (ms)
@@ -73,7 +80,13 @@ class PositionStore:
             self._stored_at[key] = msg.timestamp()[1]
 
     def refresh(self, timeout: float = 60.0) -> None:
-        """Catch up with the offsets topic (other processes may have written to it)."""
+        """Catch up with the offsets topic (other processes may have written to it).
+
+        Read ``read_committed``, it waits for a transaction left open on the topic (by a killed
+        worker) to end, so it takes at least :data:`OPEN_TRANSACTION_WAIT` seconds before it
+        gives up (:class:`~mirrorlib.errors.TopicReadTimeoutError`)."""
+        if self._read_committed:
+            timeout = max(timeout, OPEN_TRANSACTION_WAIT)
         with self._lock:
             self._log.read_to_end(self._handle, timeout=timeout)
 

@@ -9,6 +9,7 @@ call, so a reader never waits for records that do not exist.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,12 +18,22 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaErr
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from mirrorlib.errors import ClusterError
+from mirrorlib.errors import ClusterError, TopicReadTimeoutError
 from mirrorlib.kafka import client_conf
 
 __all__ = ["Record", "TopicLog"]
 
 Record = Any  # a confluent_kafka.Message without error
+
+log = logging.getLogger(__name__)
+
+#: Seconds after which a read to the end that is still going says in the log what it waits for.
+_TELL_AFTER = 5.0
+
+_OPEN_TRANSACTION = (
+    "; reading read_committed, it waits for the transactions still open on these partitions to "
+    "end (committed, aborted, or aborted by the broker after transaction.timeout.ms)"
+)
 
 #: Longest wait of one consume call while reading to the end (see TopicLog.read_to_end).
 _READ_WAIT = 0.05
@@ -129,14 +140,17 @@ class TopicLog:
         self._assigned = list(partitions)
         return self._assigned
 
-    def end_offsets(self, timeout: float = 30.0) -> dict[int, int]:
+    def end_offsets(
+        self, timeout: float = 30.0, *, committed: bool | None = None
+    ) -> dict[int, int]:
         """The end offset of each partition, in one ListOffsets request: the high watermark, or
-        the last stable offset when reading ``read_committed``."""
+        the last stable offset when reading ``read_committed`` (``committed``: which one, instead
+        of the reader's isolation level)."""
         partitions = self._ensure_assigned(timeout)
         deadline = time.monotonic() + timeout
         isolation = (
             IsolationLevel.READ_COMMITTED
-            if self._read_committed
+            if (self._read_committed if committed is None else committed)
             else IsolationLevel.READ_UNCOMMITTED
         )
         while True:
@@ -162,19 +176,38 @@ class TopicLog:
     ) -> int:
         """Deliver every record up to the end offsets listed now to ``handle``; return the count.
 
-        Raises :class:`ClusterError` when the end is not reached within ``timeout`` seconds.
+        The end is the high watermark, also when reading ``read_committed``: the read goes on
+        until the consumer's position reaches it, so it waits for a transaction still open on the
+        topic to end (committed, aborted, or aborted by the broker after the producer's
+        ``transaction.timeout.ms``) instead of stopping at the last stable offset and missing the
+        records committed after the open transaction began.
+
+        Raises :class:`TopicReadTimeoutError` when the end is not reached within ``timeout``
+        seconds.
         """
-        deadline = time.monotonic() + timeout
-        ends = self.end_offsets(timeout=timeout)
+        started = time.monotonic()
+        deadline = started + timeout
+        ends = self.end_offsets(timeout=timeout, committed=False)
         positions = self._positions()
         pending = {p for p, end in ends.items() if positions.get(p, 0) < end}
         count = 0
+        told = False
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ClusterError(
+                raise TopicReadTimeoutError(
                     f"cluster {self.alias}: reading {self.topic} to its end timed out after "
-                    f"{timeout:.0f}s (partitions not caught up: {sorted(pending)})"
+                    f"{timeout:.0f}s (partitions not caught up: {self._behind(pending, ends)})"
+                    + (_OPEN_TRANSACTION if self._read_committed else "")
+                )
+            if not told and time.monotonic() - started >= _TELL_AFTER:
+                told = True
+                log.info(
+                    "cluster %s: still reading %s to its end (position/end: %s)%s",
+                    self.alias,
+                    self.topic,
+                    self._behind(pending, ends),
+                    _OPEN_TRANSACTION if self._read_committed else "",
                 )
             # consume() returns when `batch` records are there or the timeout expires: a short
             # timeout, so the last records of the end are not followed by a long idle wait
@@ -196,6 +229,10 @@ class TopicLog:
                 positions = self._positions()
                 pending = {p for p in pending if positions.get(p, 0) < ends[p]}
         return count
+
+    def _behind(self, pending: Iterable[int], ends: Mapping[int, int]) -> str:
+        positions = self._positions()
+        return ", ".join(f"{p}: {positions.get(p, 0)}/{ends[p]}" for p in sorted(pending))
 
     def poll(
         self, handle: Callable[[Record], None], *, timeout: float = 0.5, batch: int = 1000

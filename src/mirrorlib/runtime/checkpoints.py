@@ -445,7 +445,10 @@ class CheckpointTask:
         :attr:`prompt` lets pass now (the others wait for a later pass or the next fixed-rate
         cycle); otherwise a fixed-rate cycle: every group with new commits, every pair whose
         partition got new syncs, and the groups whose checkpoint write failed. ``producer`` is a ``confluent_kafka.Producer``
-        (``produce``, ``flush``); checkpoints are recorded on their delivery reports.
+        (``produce``, ``flush``, and ``poll`` while its queue is full); checkpoints are recorded
+        on their delivery reports. A cycle cut short (a write that fails, or a queue still full
+        after ``admin.timeout.ms``) raises; its groups not written yet are emitted again on the
+        next cycle.
         """
         s = self.s
         now_mono = time.monotonic()
@@ -487,13 +490,33 @@ class CheckpointTask:
         if catch_up is not None:
             catch_up()
         cycle = _Cycle(self, producer, read_ms)
-        for group, offsets in todo.items():
-            cycle.group(group, offsets, committed_after[group])
+        self._write_groups(cycle, todo, committed_after, retry=source is None)
         pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
             producer.flush(s.admin_timeout)
         cycle.close()
         return CycleResult(len(todo), pairs, translated, produced, fetched)
+
+    def _write_groups(
+        self,
+        cycle: _Cycle,
+        todo: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+        committed_after: Mapping[str, Callable[[TopicPartition], int | None]],
+        *,
+        retry: bool,
+    ) -> None:
+        """Write the checkpoints of every group of ``todo``. ``retry``: the groups were taken
+        from the commits followed (:meth:`take_commits`), so a cycle cut short hands the groups
+        it has not written yet to the next cycle (otherwise the next read of the source's
+        offsets brings them)."""
+        try:
+            for group, offsets in todo.items():
+                cycle.group(group, offsets, committed_after[group])
+        except BaseException:
+            if retry:
+                groups = list(todo)
+                self._retry.update(groups[groups.index(cycle.current) :])
+            raise
 
     def _watch(self, tp: TopicPartition, group: str) -> None:
         """Translate ``group``'s offset on ``tp`` again when the partition gets new syncs."""
@@ -730,15 +753,45 @@ class _Cycle:
         sync_ms: int | None,
     ) -> None:
         offset, down, metadata = fields
-        self._producer.produce(
-            self._task.s.checkpoints_topic,
-            Checkpoint.value_bytes(offset, down, metadata),
-            key,
-            0,
-            timestamp=self._read_ms,
-            on_delivery=self.done,
-        )
+        value = Checkpoint.value_bytes(offset, down, metadata)
+        deadline = None
+        while True:
+            try:
+                self._producer.produce(
+                    self._task.s.checkpoints_topic,
+                    value,
+                    key,
+                    0,
+                    timestamp=self._read_ms,
+                    on_delivery=self.done,
+                )
+                break
+            except BufferError:  # queue full: serve delivery reports, then retry
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._task.s.admin_timeout
+                elif now >= deadline:
+                    self._unwritten(tp, dtp, fields)
+                    raise
+                self._producer.poll(0.05)
+            except BaseException:
+                self._unwritten(tp, dtp, fields)
+                raise
         self._sent += (self._group, tp, dtp, fields, committed_after_ms, sync_ms)
+
+    @property
+    def current(self) -> str:
+        """The group being written (the last one :meth:`group` was called for)."""
+        return self._group
+
+    def _unwritten(self, tp: TopicPartition, dtp: TopicPartition, fields: _Fields) -> None:
+        """A checkpoint that could not be written: neither in flight nor memoised, so the pair
+        is translated and written again on the group's next cycle."""
+        task, group = self._task, self._group
+        flying = task._in_flight.get(group)
+        if flying is not None and flying.get(dtp) == fields:
+            del flying[dtp]
+        task._memo.get(group, {}).pop(tp, None)
 
     def done(self, err: Any, _msg: Any) -> None:
         """The delivery report of the next checkpoint written: only an acknowledged checkpoint

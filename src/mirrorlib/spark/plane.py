@@ -33,7 +33,7 @@ from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.errors import ConfigError
+from mirrorlib.errors import ConfigError, RecordRefusedError
 from mirrorlib.kafka.ranges import (
     CopyResult,
     PartitionResult,
@@ -54,6 +54,11 @@ log = logging.getLogger(__name__)
 _SIZE_WEIGHT = 0.3
 #: seconds between two readings of the source's end offsets by the driver (for the lag)
 MEASURE_INTERVAL_S = 1.0
+
+#: Refusals in a row after which a backfill gives up on a parked partition and fails. Parking
+#: retries with the embedded engine's back-off (1 s, growing to at most 60 s); a continuous
+#: query, like the embedded engine, keeps retrying.
+BACKFILL_REFUSALS = 5
 
 
 def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
@@ -223,6 +228,7 @@ class CopyBatches:
         self.owed: dict[TP, Range] | None = None  # read from the parked log at the first batch
         self.retry_at: dict[TP, float] = {}
         self.backoffs: dict[TP, Backoff] = {}
+        self.refused: dict[TP, str | None] = {}  # why each partition parked last
         self.budgets: dict[TP, int] = {}
         self.sizes: dict[TP, float] = {}
         self.records = 0
@@ -260,7 +266,7 @@ class CopyBatches:
         self.records += records
         self.batches += 1
         if self.backfill and not planned:
-            self.finished.set()  # a backfill's end: nothing left up to the pinned offsets
+            self._backfill_left(owed)
         if work:
             log.info(
                 "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs "
@@ -274,6 +280,35 @@ class CopyBatches:
                 listed - started,
                 max((r.seconds for r in results), default=0.0),
             )
+
+    def _backfill_left(self, owed: Mapping[TP, Range]) -> None:
+        """A backfill's batch that planned nothing new (everything up to the pinned offsets was
+        planned): the backfill is done once parked partitions owe nothing either. A partition
+        the target refused :data:`BACKFILL_REFUSALS` times in a row fails the backfill
+        (:class:`~mirrorlib.errors.RecordRefusedError`, naming it; the owed range stays in the
+        checkpoint for the next run); until then the batch waits out the earliest back-off, so
+        no stream of empty batches runs meanwhile (:meth:`StreamingQuery.stop` cuts it short)."""
+        if not owed:
+            self.finished.set()  # a backfill's end: nothing left up to the pinned offsets
+            return
+        stuck = [
+            tp
+            for tp in sorted(owed)
+            if (b := self.backoffs.get(tp)) and b.failures >= BACKFILL_REFUSALS
+        ]
+        if stuck:
+            raise RecordRefusedError(
+                f"flow {self.s.name}: backfill failed: the target refused "
+                + "; ".join(
+                    f"{t}-{p}@{owed[(t, p)].start} {BACKFILL_REFUSALS} times "
+                    f"({self.refused.get((t, p)) or 'refused'})"
+                    for t, p in stuck
+                )
+                + "; the ranges not copied stay owed in the checkpoint for the next run"
+            )
+        wait = min(self.retry_at.get(tp, 0.0) for tp in owed) - time.monotonic()
+        if wait > 0:
+            self.finished.wait(wait)
 
     def _plan(self, batch_id: int) -> Plan:
         """The batch's plan: the one kept in the checkpoint location if Spark replays the batch,
@@ -365,11 +400,13 @@ class CopyBatches:
             self.budgets[tp] = part.budget
         if part.parked:
             owed[tp] = Range(part.topic, part.partition, part.copied_to, part.end)
+            self.refused[tp] = part.error
             backoff = self.backoffs.setdefault(tp, Backoff(1.0, 60.0))
             self.retry_at[tp] = time.monotonic() + backoff.next_delay()
         else:
             self.backoffs.pop(tp, None)
             self.retry_at.pop(tp, None)
+            self.refused.pop(tp, None)
 
     def _store_positions(self, results: Sequence[CopyResult], batch_id: int) -> None:
         """Store the batch's last copied offset per source partition in MM2's offsets topic on

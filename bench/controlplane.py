@@ -462,6 +462,8 @@ def bench_scrape(size: int) -> dict[str, Any]:
         p.end_offset = 1000 + i + (i % 3)
     exposition.render(clock + 240)
     lagging, _ = cpu(lambda: exposition.render(clock + 300))
+    reader = stats.cursor()  # the same reads without writing text: the cursor's share
+    reader.read(clock + 300)
 
     def move_all() -> None:  # what a busy flow does between two scrapes
         for k, p in enumerate(parts):
@@ -475,6 +477,7 @@ def bench_scrape(size: int) -> dict[str, Any]:
 
     move_all()
     changed, _ = cpu(lambda: exposition.render(clock + 360))
+    cursor_changed, _ = cpu(lambda: reader.read(clock + 360))
     gc.collect()
     blocks = sys.getallocatedblocks()
     held = stats.scrape()  # what one full (prometheus-client) scrape holds before it is written
@@ -489,6 +492,7 @@ def bench_scrape(size: int) -> dict[str, Any]:
         "unchanged_cpu_s": round(idle, 3),
         "lagging_cpu_s": round(lagging, 3),
         "all_changed_cpu_s": round(changed, 3),
+        "all_changed_cursor_cpu_s": round(cursor_changed, 3),
         "full_render_cpu_s": round(seconds, 3),
         "bytes": len(text),
         "objects_held": objects,
@@ -634,6 +638,12 @@ def markdown(results: dict[str, Any]) -> str:
         " moved — CPU-s",
         "scrape",
         lambda r: f"{r['unchanged_cpu_s']} / {r['lagging_cpu_s']} / {r['all_changed_cpu_s']}",
+    )
+    row(
+        "scrape, every partition moved: of which reading the changes (`MetricsCursor.read`)"
+        " — CPU-s",
+        "scrape",
+        lambda r: f"{r.get('all_changed_cursor_cpu_s', '-')}",
     )
     row(
         "scrape, first / written in full (`flow_metrics`) — CPU-s",

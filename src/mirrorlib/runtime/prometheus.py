@@ -51,6 +51,7 @@ _UP_HELP = (
 _ERRORS_HELP = "Errors the flow reports now (components, clusters, partitions); see the status."
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _INF = float("inf")
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(2)  # of a changed sample
 
 
 def _require() -> Any:
@@ -312,8 +313,8 @@ class Exposition:
         if delta.spec.kind == "histogram":
             self._apply_histograms(section, layout, changed)
             return
-        keys, _, values = zip(*changed, strict=True)
-        at = list(map(section.index.__getitem__, keys))
+        at = list(map(section.index.__getitem__, map(_KEY, changed)))
+        values = list(map(_VALUE, changed))
         heads, texts, names = section.heads, section.texts, section.names
         if None in values:  # samples gone (unknown now): neither name nor value written
             gone = [j for j, value in enumerate(values) if value is None]
@@ -321,7 +322,7 @@ class Exposition:
                 heads[at[j]] = texts[at[j]] = ""
             section.headless.update(at[j] for j in gone)
             keep = [j for j, value in enumerate(values) if value is not None]
-            at, values = [at[j] for j in keep], tuple(values[j] for j in keep)
+            at, values = [at[j] for j in keep], [values[j] for j in keep]
             changed = [changed[j] for j in keep]
         if section.headless and (back := section.headless.intersection(at)):  # new, or back
             section.headless -= back

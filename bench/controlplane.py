@@ -26,6 +26,9 @@ What is measured, at each size P (partitions):
 * **offset-sync intake** — records decoded and added to the translator by
   ``CheckpointTask.take_syncs`` (syncs per CPU-second);
 * **translator memory** — RSS growth of an ``OffsetTranslator`` fed 20 syncs per partition;
+* **start-up replay** — a new checkpoint task reading its internal topics: ``REPLAY_SYNCS``
+  offset syncs per partition through ``CheckpointTask.take_syncs`` and P/10 groups x 20
+  checkpoints through ``CheckpointTask.take_checkpoints`` (CPU-s, records per CPU-second);
 * **scrape** — ``Exposition.render`` (what ``/metrics`` serves) and, for comparison,
   prometheus-client's ``generate_latest`` over ``ReplicatorCollector`` with P partitions in P/10
   topics (CPU-s, bytes, objects alive while the scrape's families are held);
@@ -54,7 +57,7 @@ from typing import Any
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.config import MirrorConfig
-from mirrorlib.core.records import OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.translate import OffsetTranslator
@@ -68,6 +71,7 @@ RESULTS = Path(__file__).parent / "results"
 GROUP_PARTITIONS = 20  # partitions each group commits
 SYNC_PARTITIONS = 200  # partitions the groups' offsets are in (10 topics x 20)
 SYNCS_PER_PARTITION = 1_000
+REPLAY_SYNCS = 5  # offset syncs per partition in the replayed offset-syncs topic
 
 
 def settings(**props: str) -> FlowSettings:
@@ -360,6 +364,51 @@ def bench_intake(count: int) -> dict[str, Any]:
     return {"syncs": taken, "cpu_s": round(seconds, 3), "syncs_per_s": int(taken / seconds)}
 
 
+class LogRecord(SyncRecord):
+    """A consumer record of an internal topic, from its key and value bytes."""
+
+    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
+        self._key, self._value, self._offset = key, value, offset
+
+
+def bench_replay(size: int) -> dict[str, Any]:
+    """Start-up replay, as a new checkpoint task reads its internal topics before its first
+    cycle: the offset-syncs topic (``REPLAY_SYNCS`` syncs of each of P partitions, interleaved;
+    the topic is compacted by partition, so this is what it holds between two compactions)
+    through ``take_syncs`` in batches of ``_SYNC_BATCH``, and the checkpoints topic (P/10
+    groups x 20 partitions) through ``take_checkpoints``, record by record as ``read_to_end``
+    delivers it. The records are built beforehand (not timed)."""
+    task = CheckpointTask(settings(), StatsRegistry("A", "B"))
+    syncs: list[SyncRecord] = []
+    for k in range(REPLAY_SYNCS):
+        for p in range(size):
+            sync = OffsetSync(f"t{p // 10}", p % 10, k * 100, k * 100)
+            syncs.append(LogRecord(sync.encode_key(), sync.encode_value(), len(syncs)))
+    batch = 10_000  # what poll_batch / read_to_end hand over at most (_SYNC_BATCH)
+
+    def take_all_syncs() -> int:
+        return sum(task.take_syncs(syncs[i : i + batch]) for i in range(0, len(syncs), batch))
+
+    gc.collect()
+    sync_s, taken = cpu(take_all_syncs)
+    syncs.clear()
+    checkpoints: list[SyncRecord] = []
+    for g in range(max(size // 10, 1)):
+        for p in range(GROUP_PARTITIONS):
+            cp = Checkpoint(f"group-{g}", f"B.t{p}", p % 10, 1000 + g, 990 + g, "")
+            checkpoints.append(LogRecord(cp.encode_key(), cp.encode_value(), len(checkpoints)))
+    gc.collect()
+    cp_s, kept = cpu(lambda: sum(task.take_checkpoints((r,)) for r in checkpoints))
+    return {
+        "syncs": taken,
+        "syncs_cpu_s": round(sync_s, 3),
+        "syncs_per_s": int(taken / sync_s),
+        "checkpoints": kept,
+        "checkpoints_cpu_s": round(cp_s, 3),
+        "checkpoints_per_s": int(kept / cp_s),
+    }
+
+
 def bench_translator(size: int, per_partition: int = 20) -> dict[str, Any]:
     syncs = [OffsetSync(f"t{p // 10}", p % 10, 0, 0) for p in range(size)]
     gc.collect()
@@ -413,6 +462,8 @@ def bench_scrape(size: int) -> dict[str, Any]:
         p.end_offset = 1000 + i + (i % 3)
     exposition.render(clock + 240)
     lagging, _ = cpu(lambda: exposition.render(clock + 300))
+    reader = stats.cursor()  # the same reads without writing text: the cursor's share
+    reader.read(clock + 300)
 
     def move_all() -> None:  # what a busy flow does between two scrapes
         for k, p in enumerate(parts):
@@ -426,6 +477,7 @@ def bench_scrape(size: int) -> dict[str, Any]:
 
     move_all()
     changed, _ = cpu(lambda: exposition.render(clock + 360))
+    cursor_changed, _ = cpu(lambda: reader.read(clock + 360))
     gc.collect()
     blocks = sys.getallocatedblocks()
     held = stats.scrape()  # what one full (prometheus-client) scrape holds before it is written
@@ -440,6 +492,7 @@ def bench_scrape(size: int) -> dict[str, Any]:
         "unchanged_cpu_s": round(idle, 3),
         "lagging_cpu_s": round(lagging, 3),
         "all_changed_cpu_s": round(changed, 3),
+        "all_changed_cursor_cpu_s": round(cursor_changed, 3),
         "full_render_cpu_s": round(seconds, 3),
         "bytes": len(text),
         "objects_held": objects,
@@ -571,10 +624,26 @@ def markdown(results: dict[str, Any]) -> str:
     )
     row("translator, 20 syncs/partition — MiB (traced)", "translator", lambda r: f"{r['mib']}")
     row(
+        f"start-up replay: offset syncs ({REPLAY_SYNCS} per partition) — CPU-s (syncs/s)",
+        "replay",
+        lambda r: f"{r['syncs_cpu_s']} ({r['syncs_per_s']:,}/s)",
+    )
+    row(
+        "start-up replay: checkpoints (groups x 20) — CPU-s (checkpoints/s)",
+        "replay",
+        lambda r: f"{r['checkpoints_cpu_s']} ({r['checkpoints']:,}; {r['checkpoints_per_s']:,}/s)",
+    )
+    row(
         "scrape (`/metrics`, Exposition): idle / 2 of 3 lagging, none moving / every partition"
         " moved — CPU-s",
         "scrape",
         lambda r: f"{r['unchanged_cpu_s']} / {r['lagging_cpu_s']} / {r['all_changed_cpu_s']}",
+    )
+    row(
+        "scrape, every partition moved: of which reading the changes (`MetricsCursor.read`)"
+        " — CPU-s",
+        "scrape",
+        lambda r: f"{r.get('all_changed_cursor_cpu_s', '-')}",
     )
     row(
         "scrape, first / written in full (`flow_metrics`) — CPU-s",
@@ -632,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         ("configs", bench_configs),
         ("checkpoints", bench_checkpoints),
         ("translator", bench_translator),
+        ("replay", bench_replay),
         ("scrape", bench_scrape),
         ("verify", lambda s: bench_verify(10 * s)),
     ):

@@ -128,6 +128,16 @@ class TestValues:
         assert list(m) == ["a", "b"] and len(m) == 2 and m["a"] == 1
         assert pickle.loads(pickle.dumps(m)) == m
         assert m != 3
+        assert m.get("a") == 1 and m.get("z") is None and m.get("z", 0) == 0
+        assert "a" in m and "z" not in m
+        assert list(m.keys()) == ["a", "b"] and list(m.values()) == [1, 2]
+        assert list(m.items()) == [("a", 1), ("b", 2)]
+
+    def test_a_snapshot_keeps_a_frozen_map_of_entries_as_it_is(self) -> None:
+        entries = FrozenMap({"retention.ms": TopicConfigEntry.override("1")})
+        assert TopicSnapshot("t", 1, entries).configs is entries  # shared, not copied
+        plain = FrozenMap({"retention.ms": "1"})  # values still to be made entries
+        assert TopicSnapshot("t", 1, plain).configs == entries
 
     def test_acl_rule_enums_accept_strings_in_any_case(self) -> None:
         r = AclRule("topic", "t", "literal", "User:a", "*", "read", "allow")

@@ -220,3 +220,26 @@ def test_a_cycle_cut_short_writes_the_remaining_groups_on_the_next_cycle() -> No
     assert task.emit_checkpoints(producer).produced == 30
     assert sorted(cp.group for cp in producer.written) == groups
     assert len(task.store) == 50
+class _LogMsg(_Msg):
+    def topic(self) -> str:
+        return "A.checkpoints.internal"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 7
+
+
+def test_checkpoints_read_at_start_up_are_kept_for_replicated_groups_only() -> None:
+    task = _task("A->B.groups.exclude=skip.*")
+    kept = Checkpoint("g", "A.t", 0, 150, 140, "m")
+    records = [
+        _LogMsg(kept.encode_key(), kept.encode_value()),
+        _LogMsg(Checkpoint("skip-me", "A.t", 0, 1, 1, "").encode_key(), kept.encode_value()),
+        _LogMsg(kept.encode_key(), b"\x00"),  # corrupt: counted and skipped
+    ]
+    assert task.take_checkpoints(records) == 1
+    assert task.store.get("g", TopicPartition("A.t", 0)) == kept
+    assert task.store.get("skip-me", TopicPartition("A.t", 0)) is None
+    assert task.corrupt_records == 1

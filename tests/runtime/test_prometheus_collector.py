@@ -11,6 +11,7 @@ from mirrorlib.runtime.prometheus import (
     Exposition,
     ReplicatorCollector,
     go_float,
+    go_floats,
     start_http_server,
 )
 
@@ -218,6 +219,8 @@ def test_go_float_writes_what_prometheus_client_writes() -> None:
         assert go_float(value) == floatToGoString(value), value
     for count in (0, 7, 999_999, 1_000_000, 10**13):
         assert go_float(count) == floatToGoString(count)
+    counts = [0, 7, 999_999, 1_000_000, 10**13]
+    assert go_floats([*values, *counts]) == [floatToGoString(v) for v in [*values, *counts]]
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -59,6 +59,7 @@ from mirrorlib.core.plans import (
     CreateAcls,
     CreatePartitions,
     CreateTopic,
+    FrozenMap,
     PatternType,
     Plan,
     ResourceType,
@@ -191,6 +192,9 @@ def from_config_entry(entry: Any) -> TopicConfigEntry:
 
 #: Most distinct converted config entries an :class:`EntryConverter` remembers.
 CONVERTED_ENTRIES_KEPT: Final = 200_000
+#: Topics whose DescribeConfigs resource a :class:`ClusterAdmin` keeps for its next describes
+#: (building one costs more than describing an unchanged topic; ~0.35 KiB each).
+CONFIG_RESOURCES_KEPT: Final = 200_000
 
 
 class EntryConverter:
@@ -229,7 +233,9 @@ class EntryConverter:
         ``previous`` itself when it holds the same entries (nothing new is made)."""
         if previous is not None and self._same(described, wanted, previous):
             return previous
-        return {key: self(e) for key, e in described.items() if wanted is None or key in wanted}
+        return FrozenMap(
+            (key, self(e)) for key, e in described.items() if wanted is None or key in wanted
+        )
 
     def _same(
         self,
@@ -393,6 +399,7 @@ class ClusterAdmin:
         self.client: Any = client
         self._no_authorizer_logged = False
         self._convert = EntryConverter()  # described config entries, shared across describes
+        self._resources: dict[str, Any] = {}  # topic -> its ConfigResource (describes only)
 
     def __repr__(self) -> str:
         return f"<ClusterAdmin {self.alias}>"
@@ -465,7 +472,7 @@ class ClusterAdmin:
         if not names:
             return {}
         t = self._timeout(timeout)
-        resources = [ConfigResource(CkResourceType.TOPIC, name) for name in names]
+        resources = self._topic_resources(names)
         futures = self._call(
             "describe configs",
             lambda: self.client.describe_configs(resources, request_timeout=t),
@@ -484,6 +491,18 @@ class ClusterAdmin:
                 raise self._error(exc, f"describe configs of topic {name}", name) from exc
             out[name] = convert.entries(entries, wanted, before.get(name))
         return out
+
+    def _topic_resources(self, names: list[str]) -> list[Any]:
+        """A describe's ``ConfigResource`` of each topic: kept between describes (the config
+        sync describes every topic each cycle), at most :data:`CONFIG_RESOURCES_KEPT`."""
+        kept = self._resources
+        resources = list(map(kept.get, names))
+        new = [i for i, resource in enumerate(resources) if resource is None]
+        if len(kept) + len(new) > CONFIG_RESOURCES_KEPT:
+            kept.clear()
+        for i in new:
+            resources[i] = kept[names[i]] = ConfigResource(CkResourceType.TOPIC, names[i])
+        return resources
 
     def snapshot(
         self,

@@ -41,7 +41,8 @@ and never rewind it; only groups with new checkpoints since their last sync are 
 them every tenth interval).
 
 Entry points for driving the task without a broker (benchmarks): :meth:`CheckpointTask.take_syncs`
-(offset-sync records), :meth:`CheckpointTask.take_commits` (``__consumer_offsets`` records) and
+(offset-sync records), :meth:`CheckpointTask.take_checkpoints` (checkpoint records, as read at
+start-up), :meth:`CheckpointTask.take_commits` (``__consumer_offsets`` records) and
 :meth:`CheckpointTask.emit_checkpoints` (one checkpoint cycle).
 """
 
@@ -225,6 +226,24 @@ class CheckpointTask:
                 self._corrupt("group commit", msg, exc)
         return changed
 
+    def take_checkpoints(self, records: Iterable[Record]) -> int:
+        """Take in checkpoint records (``key()``, ``value()``) of the checkpoints topic, as
+        the start-up read does (the checkpoints this task emitted before); returns how many
+        were kept (the replicated groups'). Corrupt ones are counted and skipped."""
+        decode, add = Checkpoint.decode, self.store.add
+        should_replicate = self.s.should_replicate_group
+        kept = 0
+        for msg in records:
+            try:
+                cp = decode(msg.key(), msg.value())
+            except CodecError as exc:
+                self._corrupt("checkpoint", msg, exc)
+                continue
+            if should_replicate(cp.group):
+                add(cp)
+                kept += 1
+        return kept
+
     def _corrupt(self, what: str, msg: Any, exc: Exception) -> None:
         self.corrupt_records += 1
         log.warning(
@@ -238,13 +257,7 @@ class CheckpointTask:
         )
 
     def _on_checkpoint(self, msg: Any) -> None:
-        try:
-            cp = Checkpoint.decode(msg.key(), msg.value())
-        except CodecError as exc:
-            self._corrupt("checkpoint", msg, exc)
-            return
-        if self.s.should_replicate_group(cp.group):
-            self.store.add(cp)
+        self.take_checkpoints((msg,))
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -455,7 +455,12 @@ class MetadataTask:
         if not changed:
             return
         remotes = {s.policy.format_remote_topic(s.source, t.name): t for t in changed}
-        targets = target.snapshot(remotes)
+        # the remotes' configs only (a snapshot would list every topic of the target; the
+        # config plan reads no partition count): remotes that do not exist are left out
+        targets = {
+            remote: TopicSnapshot(remote, remotes[remote].partitions, configs)
+            for remote, configs in target.describe_configs(remotes).items()
+        }
         plan = plan_topic_configs(
             changed,
             targets.values(),

@@ -20,8 +20,10 @@ partitions. Histograms are per remote topic, not per partition.
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,7 @@ from mirrorlib.core.status import (
     HistogramValue,
     MetricsCursor,
     MetricSpec,
+    Sample,
     SampleKey,
     StatsRegistry,
 )
@@ -39,7 +42,7 @@ from mirrorlib.errors import ConfigError
 if TYPE_CHECKING:
     from mirrorlib.runtime.replicator import Replicator
 
-__all__ = ["Exposition", "ReplicatorCollector", "go_float", "start_http_server"]
+__all__ = ["Exposition", "ReplicatorCollector", "go_float", "go_floats", "start_http_server"]
 
 _UP = (FlowState.STARTING, FlowState.RUNNING, FlowState.DEGRADED, FlowState.STALLED)
 _UP_HELP = (
@@ -48,6 +51,7 @@ _UP_HELP = (
 _ERRORS_HELP = "Errors the flow reports now (components, clusters, partitions); see the status."
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _INF = float("inf")
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(2)  # of a changed sample
 
 
 def _require() -> Any:
@@ -300,46 +304,114 @@ class Exposition:
     def _apply(self, section: _Section, delta: FamilyDelta) -> None:
         """Write the changed samples of ``delta`` into ``section``."""
         if delta.keys is not None:
-            lines, prefixes = section.lines, section.prefixes
-            section.lines = {key: lines.get(key, b"") for key in delta.keys}
-            section.prefixes = {key: p for key in delta.keys if (p := prefixes.get(key))}
-            section.heads = {k: h for k in delta.keys if (h := section.heads.get(k))}
-            section.joined = None
-        if not delta.changed:
+            section.rekey(delta.keys)
+        changed = delta.changed
+        if not changed:
             return
         section.joined = None
         layout = self._layout(delta.spec)
-        number = self._float
-        lines, prefixes, heads = section.lines, section.prefixes, section.heads
-        for key, labels, value in delta.changed:
-            if value is None:
-                lines[key] = b""
-            elif isinstance(value, HistogramValue):
-                head = heads.get(key)
-                if head is None:
-                    head = heads[key] = self._heads(layout, labels)
-                lines[key] = self._histogram(layout, labels, value, head).encode()
-            else:
-                prefix = prefixes.get(key)
-                if prefix is None:  # the sample's name and labels: the same for its life
-                    prefix = prefixes[key] = f"{layout.name}{{{layout.labelstr(labels)}}} "
-                lines[key] = f"{prefix}{number(value)}\n".encode()
+        if delta.spec.kind == "histogram":
+            self._apply_histograms(section, layout, changed)
+            return
+        at = list(map(section.index.__getitem__, map(_KEY, changed)))
+        values = list(map(_VALUE, changed))
+        heads, texts, names = section.heads, section.texts, section.names
+        if None in values:  # samples gone (unknown now): neither name nor value written
+            gone = [j for j, value in enumerate(values) if value is None]
+            for j in gone:
+                heads[at[j]] = texts[at[j]] = ""
+            section.headless.update(at[j] for j in gone)
+            keep = [j for j, value in enumerate(values) if value is not None]
+            at, values = [at[j] for j in keep], [values[j] for j in keep]
+            changed = [changed[j] for j in keep]
+        if section.headless and (back := section.headless.intersection(at)):  # new, or back
+            section.headless -= back
+            for j in [j for j, i in enumerate(at) if i in back]:
+                i = at[j]
+                if not names[i]:  # the sample's name and labels: the same for its life
+                    names[i] = f"{layout.name}{{{layout.labelstr(changed[j][1])}}} "
+                heads[i] = names[i]
+        deque(map(texts.__setitem__, at, go_floats(values)), maxlen=0)
+
+    def _apply_histograms(self, section: _Section, layout: _Layout, changed: list[Sample]) -> None:
+        """Write changed histogram samples (a few lines each; one per topic) into ``section``:
+        each line's name and labels are kept per sample, the counts formatted together."""
+        for key, labels, value in changed:
+            i = section.index[key]
+            if not isinstance(value, HistogramValue):
+                section.texts[i] = ""
+                continue
+            names = section.histogram_names.get(key)
+            if names is None or len(names) != len(value.buckets) + 2:
+                before, after, plain = self._heads(layout, labels)
+                names = section.histogram_names[key] = (
+                    *(f"{before}{layout.bound(le)}{after}" for le, _ in value.buckets),
+                    f"{layout.name}_count{plain} ",
+                    f"{layout.name}_sum{plain} ",
+                )
+            numbers: list[float] = [n for _, n in value.buckets]
+            numbers += (value.count, value.sum)
+            section.texts[i] = "\n".join(map(operator.add, names, go_floats(numbers)))
+
+
+def go_floats(values: Sequence[float]) -> list[str]:
+    """:func:`go_float` of each of ``values``: ``repr`` over all of them at C speed, then
+    Go's text for the few that need another (at or above a million, infinite, NaN)."""
+    texts = list(map(repr, map(float, values)))
+    for i in [i for i, value in enumerate(values) if not -1e6 < value < 1e6]:
+        text = texts[i]
+        dot = text.find(".")
+        if dot > 6 and text[0] != "-":  # Go switches to exponents sooner than Python
+            mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+            texts[i] = f"{mantissa}e+{dot - 1:02d}"
+        elif text[-1] in "fn":  # inf, nan
+            texts[i] = go_float(values[i])
+    return texts
 
 
 class _Section:
-    """The written samples of one metric of one flow, by sample key, in order."""
+    """The written samples of one metric of one flow, in columns in sample order: each
+    sample's name and labels (``names``, written once, when the sample first appears), the
+    same while the sample exists (``heads``; empty when it has no value now) and its value's
+    text (``texts``; a histogram's whole text, under an empty head). The section's text is
+    joined from the columns in one C-level pass, and kept until a sample changes."""
 
-    __slots__ = ("heads", "joined", "lines", "prefixes")
+    __slots__ = (
+        "headless", "heads", "histogram_names", "index", "joined", "keys", "names", "texts",
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self.lines: dict[SampleKey, bytes] = {}
-        self.prefixes: dict[SampleKey, str] = {}  # name and labels of each sample
-        self.heads: dict[SampleKey, tuple[str, str, str]] = {}  # the same of histograms
-        self.joined: bytes | None = None
+        self.keys: tuple[SampleKey, ...] = ()
+        self.index: dict[SampleKey, int] = {}
+        self.names: list[str] = []
+        self.heads: list[str] = []
+        self.headless: set[int] = set()  # indexes of blank heads
+        self.texts: list[str] = []
+        self.histogram_names: dict[SampleKey, tuple[str, ...]] = {}  # each line's
+        self.joined: bytes | None = b""
+
+    def rekey(self, keys: tuple[SampleKey, ...]) -> None:
+        """The samples are now ``keys``, in this order: the columns follow, keeping what
+        was written of the samples still there (new ones are blank until written)."""
+        if keys == self.keys:
+            return
+        old = self.index
+        at = [old.get(key, -1) for key in keys]
+        self.names = [self.names[i] if i >= 0 else "" for i in at]
+        self.heads = [self.heads[i] if i >= 0 else "" for i in at]
+        self.texts = [self.texts[i] if i >= 0 else "" for i in at]
+        self.keys = keys
+        self.index = {key: i for i, key in enumerate(keys)}
+        self.headless = {i for i, head in enumerate(self.heads) if not head}
+        self.histogram_names = {
+            k: h for k in keys if (h := self.histogram_names.get(k)) is not None
+        }
+        self.joined = None
 
     def text(self) -> bytes:
         if self.joined is None:
-            self.joined = b"".join(self.lines.values())
+            lines = "\n".join(filter(None, map(operator.add, self.heads, self.texts)))
+            self.joined = (lines + "\n").encode() if lines else b""
         return self.joined
 
 

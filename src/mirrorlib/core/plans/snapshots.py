@@ -7,8 +7,8 @@ Spelled like Kafka's Java admin API (:class:`ConfigSource`, :class:`ResourceType
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Self, TypeVar
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from typing import Any, Self, TypeVar, overload
 
 import attrs
 
@@ -26,6 +26,7 @@ __all__ = [
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 # -- small immutable mapping ----------------------------------------------------------------------
@@ -48,6 +49,25 @@ class FrozenMap(Mapping[K, V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+    @overload
+    def get(self, key: K, /, default: V | T) -> V | T: ...
+    def get(self, key: K, /, default: V | T | None = None) -> V | T | None:
+        return self._data.get(key, default)
+
+    def keys(self) -> KeysView[K]:
+        return self._data.keys()
+
+    def values(self) -> ValuesView[V]:
+        return self._data.values()
+
+    def items(self) -> ItemsView[K, V]:
+        return self._data.items()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenMap):
@@ -188,6 +208,10 @@ def _config_values(
     value: Mapping[str, TopicConfigEntry | str | None]
     | Iterable[tuple[str, TopicConfigEntry | str | None]],
 ) -> FrozenMap[str, TopicConfigEntry]:
+    if isinstance(value, FrozenMap) and all(
+        e.__class__ is TopicConfigEntry for e in value.values()
+    ):  # already what it becomes (e.g. described configs shared between cycles)
+        return value
     items = value.items() if isinstance(value, Mapping) else value
     return FrozenMap(
         (k, v if isinstance(v, TopicConfigEntry) else TopicConfigEntry.override(v))

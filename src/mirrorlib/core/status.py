@@ -22,12 +22,16 @@ coordinator problem (:func:`stall_reason`) until a partition makes progress agai
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 import time
 import weakref
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import StrEnum
+from itertools import accumulate, compress, repeat
 from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import attrs
@@ -55,6 +59,7 @@ __all__ = [
     "StatsRegistry",
     "WorkerStatus",
     "data_lag",
+    "partition_lags",
     "stall_reason",
 ]
 
@@ -282,13 +287,14 @@ class Histogram:
         self._sum += value
 
     def value(self) -> HistogramValue:
-        counts = list(self._counts)
-        buckets = []
-        total = 0
-        for bound, n in zip((*self._bounds, float("inf")), counts, strict=True):
-            total += n
-            buckets.append((bound, total))
-        return HistogramValue(tuple(buckets), self._sum)
+        buckets = tuple(zip(_upper_bounds(self._bounds), accumulate(self._counts), strict=True))
+        return HistogramValue(buckets, self._sum)
+
+
+@functools.cache
+def _upper_bounds(bounds: tuple[float, ...]) -> tuple[float, ...]:
+    """The buckets' upper bounds: ``bounds`` then ``+Inf``."""
+    return (*bounds, float("inf"))
 
 
 class _Window:
@@ -483,7 +489,7 @@ class PartitionStats:
 
     def rates(self, now: float) -> tuple[float, float]:
         """(records/s, bytes/s) since a mark at least :data:`RATE_WINDOW_S` old (or the start)."""
-        records, nbytes = self.record_count, self.byte_count
+        records, nbytes = self._record_count, self._byte_count
         if now - self._rate_mark[0] >= RATE_WINDOW_S:
             self._rate_prev, self._rate_mark = self._rate_mark, (now, records, nbytes)
         t0, r0, b0 = self._rate_prev
@@ -500,24 +506,46 @@ class PartitionStats:
             self._rate_mark = (when, records, nbytes)
 
 
-def _lag(s: PartitionStats, now_ms: int) -> tuple[int | None, float | None]:
-    """A partition's replication lag in records and in seconds (``None``: unknown): the
-    records between its position and the source's end offset, and, while some wait, the age
-    of the newest replicated record (0 when caught up)."""
-    position, end = s.position, s.end_offset
-    if end is None or position is None:
-        return None, None
-    if end <= position:
-        return 0, 0.0
-    tail = s.tail_timestamp_ms
-    return end - position, (None if tail is None else max(now_ms - tail, 0) / 1000.0)
+def partition_lags(
+    positions: Sequence[int | None], ends: Sequence[int | None], tails: Sequence[int | None],
+    now_ms: int,
+) -> tuple[list[int | None], list[float | None], list[bool]]:  # fmt: skip
+    """The replication lag of partitions given in columns (position, source end offset and
+    timestamp of the newest replicated record of each): the records between position and end
+    offset, and, while some wait, the age of the newest replicated record in seconds (0 when
+    caught up) — ``None``: unknown — and whether records wait (the end offset is past the
+    position, or the position is not known yet). One pass per column, no object per partition."""
+    lags: list[int | None] = [
+        None if e is None or p is None else (e - p if e > p else 0)
+        for p, e in zip(positions, ends, strict=True)
+    ]
+    seconds: list[float | None] = [
+        None
+        if lag is None
+        else 0.0
+        if not lag
+        else None
+        if t is None
+        else max(now_ms - t, 0) / 1000.0
+        for lag, t in zip(lags, tails, strict=True)
+    ]
+    waiting = [e is not None and (p is None or e > p) for p, e in zip(positions, ends, strict=True)]
+    return lags, seconds, waiting
 
 
-def _is_waiting(s: PartitionStats) -> bool:
-    """Whether records wait in the partition (its end offset is past its position, or its
-    position is not known yet)."""
-    end = s.end_offset
-    return end is not None and (s.position is None or end > s.position)
+_POSITION = operator.attrgetter("_position")
+_END = operator.attrgetter("_end_offset")
+_TAIL = operator.attrgetter("_tail_timestamp_ms")
+_PROGRESS = operator.attrgetter("progress_at")
+
+
+def _lags(
+    stats: Sequence[PartitionStats], now_ms: int
+) -> tuple[list[int | None], list[float | None], list[bool]]:
+    """:func:`partition_lags` of ``stats``."""
+    return partition_lags(
+        list(map(_POSITION, stats)), list(map(_END, stats)), list(map(_TAIL, stats)), now_ms
+    )
 
 
 @attrs.frozen
@@ -688,22 +716,34 @@ class StatsRegistry:
             return [f"{c}: {r}" for c, (r, _) in sorted(self._stalls.items())]
 
     def _rows(
-        self, items: Iterable[tuple[tuple[str, int], PartitionStats]], now: float | None = None
+        self,
+        items: Iterable[tuple[tuple[str, int], PartitionStats]],
+        now: float | None = None,
+        now_ms: int | None = None,
     ) -> list[_Row]:
         """What the status and the metrics show of each partition (lag, stall), in one pass."""
-        now_ms = int(time.time() * 1000)
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         now = time.monotonic() if now is None else now
-        return [self._row(key, s, now_ms, now) for key, s in items]
+        items = list(items)
+        stats = [s for _, s in items]
+        lags, seconds, waiting = _lags(stats, now_ms)
+        stalled = self._stalled
+        return [
+            _Row(key[0], key[1], s, lag, lag_s, stalled(lag, now - s.progress_at) if w else None)
+            for (key, s), lag, lag_s, w in zip(items, lags, seconds, waiting, strict=True)
+        ]
 
     def _row(self, key: tuple[str, int], s: PartitionStats, now_ms: int, now: float) -> _Row:
         """What the status and the metrics show of one partition (``now``: monotonic)."""
-        lag, lag_seconds = _lag(s, now_ms)
-        stalled = None
-        idle = now - s.progress_at
-        if _is_waiting(s) and idle > self.stall_after:
-            what = "unknown number of" if lag is None else str(lag)
-            stalled = f"no progress for {idle:.0f}s with {what} record(s) waiting"
-        return _Row(key[0], key[1], s, lag, lag_seconds, stalled)
+        return self._rows(((key, s),), now, now_ms)[0]
+
+    def _stalled(self, lag: int | None, idle: float) -> str | None:
+        """Why a partition with records waiting (``lag`` of them; ``None``: unknown) and no
+        progress for ``idle`` seconds is stalled, if it is."""
+        if idle <= self.stall_after:
+            return None
+        what = "unknown number of" if lag is None else str(lag)
+        return f"no progress for {idle:.0f}s with {what} record(s) waiting"
 
     def _summary(
         self, items: list[tuple[tuple[str, int], PartitionStats]], rows: list[_Row]
@@ -1003,24 +1043,16 @@ def _partition_values(
 
 
 _COLUMNS = range(len(_PER_PARTITION) + 1)
+_RECORDS = operator.attrgetter("_record_count")
+_BYTES = operator.attrgetter("_byte_count")
+_LOST = operator.attrgetter("_lost_records")
+_ERROR = operator.attrgetter("_error")
+_WORKER_SLOT = operator.attrgetter("_worker")
+_REMOTE_TOPIC = operator.attrgetter("remote_topic")
 _ABSENT = float("nan")  # a sample not written yet: unequal to every value, None included
-_LAG_SECONDS = _PER_PARTITION.index("replication_lag_seconds")
-_STALLED = _PER_PARTITION.index("partition_stalled")
 
 #: The per-worker metrics (``tasks.max`` > 1), in the order of :data:`METRICS`.
 _PER_WORKER = ("worker_partitions", "worker_record_rate", "worker_restarts_total")
-
-
-class _Seen:
-    """A partition as a cursor last read it: its samples of :data:`_PER_PARTITION` and its
-    worker (``partition_worker``), in that order."""
-
-    __slots__ = ("labels", "stats", "values")
-
-    def __init__(self, stats: PartitionStats, labels: tuple[str, ...]) -> None:
-        self.stats = stats
-        self.labels = labels
-        self.values: list[float | None] = [_ABSENT] * len(_COLUMNS)  # none written yet
 
 
 class MetricsCursor:
@@ -1041,13 +1073,18 @@ class MetricsCursor:
         self.registry = registry
         self._pending: set[PartitionStats] = set()  # changes other cursors took for this one
         self._members = -1
-        self._keys: dict[PartitionStats, tuple[str, int]] = {}
-        self._stats: dict[tuple[str, int], PartitionStats] = {}
+        # The partitions in columns, by slot (their order in the registry at the last change of
+        # its membership): key, counters, labels and, per column of _partition_values, the
+        # value last given (absent: not given yet). The sets and the errors are of slots.
+        self._slots: dict[PartitionStats, int] = {}
+        self._keys: list[tuple[str, int]] = []
+        self._stats: list[PartitionStats] = []
+        self._labels: list[tuple[str, ...]] = []
+        self._known: list[list[float | None]] = [[] for _ in _COLUMNS]
         self._topic_names: set[str] = set()
-        self._seen: dict[tuple[str, int], _Seen] = {}
-        self._waiting: set[tuple[str, int]] = set()  # records waiting at the last read
-        self._moving: set[tuple[str, int]] = set()  # a rate other than 0 at the last read
-        self._failing: dict[tuple[str, int], str] = {}
+        self._waiting: set[int] = set()  # records waiting at the last read
+        self._moving: set[int] = set()  # a rate other than 0 at the last read
+        self._failing: dict[int, str] = {}
         self._progress = 0.0
         self._read_at: float | None = None
         self._topics: tuple[str, ...] = ()
@@ -1065,12 +1102,11 @@ class MetricsCursor:
             histograms = dict(reg._topic_histograms)
             if reg._members != self._members:
                 self._members = reg._members
-                items = list(reg._partitions.items())
-                keys = self._rejoin(items)
-                known = {seen.stats for seen in self._seen.values()}
-                changes.update(s for _, s in items if s not in known)
-        todo = {k for s in changes if (k := self._keys.get(s)) is not None}
-        partitions, summary, rates = self._partitions(todo, now)
+                keys, fresh = self._rejoin(list(reg._partitions.items()))
+                changes.update(fresh)
+        todo = set(map(self._slots.get, changes))
+        todo.discard(None)
+        partitions, summary, rates = self._partitions(todo, now)  # type: ignore[arg-type]
         self._read_at = now
         deltas = [FamilyDelta(_SPEC[name], keys, partitions[name]) for name in _PER_PARTITION]
         deltas += self._topic_rates(rates)
@@ -1086,109 +1122,129 @@ class MetricsCursor:
             )
         return summary, deltas
 
-    def _rejoin(self, items: list[tuple[tuple[str, int], PartitionStats]]) -> tuple[SampleKey, ...]:
-        """Partitions were added or dropped: forget the dropped ones; the keys in order."""
-        self._keys = {s: key for key, s in items}
-        self._stats = dict(items)
-        live = set(self._keys.values())
-        for key in [k for k in self._seen if k not in live]:
-            del self._seen[key]
-        self._waiting &= live
-        self._moving &= live
-        self._failing = {k: e for k, e in self._failing.items() if k in live}
-        self._progress = max((s.progress_at for _, s in items), default=0.0)
+    def _rejoin(
+        self, items: list[tuple[tuple[str, int], PartitionStats]]
+    ) -> tuple[tuple[SampleKey, ...], list[PartitionStats]]:
+        """Partitions were added or dropped: the slots follow, keeping what was given of the
+        partitions still there; the keys in order, and the partitions new to this cursor."""
+        flow = (self.registry.source, self.registry.target)
+        stats = [s for _, s in items]
+        was = list(map(self._slots.get, stats, repeat(-1)))  # each one's slot before
+        slot_now = {j: i for i, j in enumerate(was) if j >= 0}
+        labels = self._labels
+        self._labels = [
+            labels[j] if j >= 0 else (*flow, s.remote_topic, str(key[1]))
+            for (key, s), j in zip(items, was, strict=True)
+        ]
+        self._known = [[known[j] if j >= 0 else _ABSENT for j in was] for known in self._known]
+        self._slots = {s: i for i, s in enumerate(stats)}
+        self._keys = [key for key, _ in items]
+        self._stats = stats
+        self._waiting = {slot_now[j] for j in self._waiting if j in slot_now}
+        self._moving = {slot_now[j] for j in self._moving if j in slot_now}
+        self._failing = {slot_now[j]: e for j, e in self._failing.items() if j in slot_now}
+        self._progress = max(map(_PROGRESS, stats), default=0.0)
         self._topics = ()  # the topics are counted again
-        self._topic_names = {s.remote_topic for _, s in items}
-        return tuple(key for key, _ in items)
+        self._topic_names = set(map(_REMOTE_TOPIC, stats))
+        return tuple(self._keys), [s for s, j in zip(stats, was, strict=True) if j < 0]
 
     def _partitions(
-        self, todo: set[tuple[str, int]], now: float
+        self, todo: set[int], now: float
     ) -> tuple[dict[str, list[Sample]], FlowSummary, dict[str, list[float]]]:
-        """The changed samples of the partitions in ``todo`` (changed since the last read) or
-        waiting, the flow's summary and the topics' rates."""
+        """The changed samples of the partitions in ``todo`` (slots changed since the last
+        read) or waiting, the flow's summary and the topics' rates. Read in columns: each
+        attribute of all those partitions at once, each sample compared with what was last
+        given at C level; the partitions only waiting give the samples that change with time
+        alone (lag in seconds, stalled)."""
         reg = self.registry
-        flow = (reg.source, reg.target)
         now_ms = int(time.time() * 1000)
-        seen, stats_of = self._seen, self._stats
-        waiting, failing, stall_after = self._waiting, self._failing, reg.stall_after
+        waiting, stall_after = self._waiting, reg.stall_after
         changed: dict[str, list[Sample]] = {
             name: [] for name in (*_PER_PARTITION, "partition_worker")
         }
-        columns = list(changed.values())  # in the order of _partition_values
-        lag_s, stalled = changed["replication_lag_seconds"], changed["partition_stalled"]
-        stuck: list[tuple[str, int]] = []  # stalled partitions (rows: only the first one's)
-        progress = self._progress
-        for key in todo | waiting:
-            s = stats_of[key]
-            at = s.progress_at
-            progress = max(progress, at)
-            error = s.error
-            if error:
-                failing[key] = error
-            elif failing:
-                failing.pop(key, None)
-            lag, lag_seconds = _lag(s, now_ms)
-            stall = _is_waiting(s)
-            if stall:
-                waiting.add(key)
-                stall = now - at > stall_after  # what _row calls stalled
-                if stall:
-                    stuck.append(key)
-            else:
-                waiting.discard(key)
-            last = seen.get(key)
-            if last is not None and key not in todo:  # only what changes with time
-                known = last.values
-                if lag_seconds != known[_LAG_SECONDS]:
-                    lag_s.append((key, last.labels, lag_seconds))
-                    known[_LAG_SECONDS] = lag_seconds
-                flag = 1.0 if stall else 0.0
-                if flag != known[_STALLED]:
-                    stalled.append((key, last.labels, flag))
-                    known[_STALLED] = flag
-                continue
-            values = _partition_values(s, lag, lag_seconds, stall)
-            if last is None or last.stats is not s:  # new: every sample
-                last = seen[key] = _Seen(s, (*flow, s.remote_topic, str(key[1])))
-            labels, known = last.labels, last.values
-            for i in _COLUMNS:  # only the samples whose value changed
-                value = values[i]
-                if value != known[i]:
-                    columns[i].append((key, labels, value))
-                    known[i] = value
-        self._progress = progress
+        slots = list(todo)
+        ours = len(slots)  # slots[:ours]: every sample; slots[ours:]: those changing with time
+        slots += waiting.difference(todo)
+        stats = list(map(self._stats.__getitem__, slots))
+        lags, seconds, waits = _lags(stats, now_ms)
+        at = list(map(_PROGRESS, stats))
+        stalls = [w and now - t > stall_after for w, t in zip(waits, at, strict=True)]
+        self._progress = max(self._progress, max(at, default=self._progress))
+        waiting.difference_update(slots)
+        waiting.update(compress(slots, waits))
+        mine = stats[:ours]
+        self._errors(slots[:ours], list(map(_ERROR, mine)))
+        columns: list[list[float | None]] = [
+            list(map(float, map(_RECORDS, mine))),
+            list(map(float, map(_BYTES, mine))),
+            list(map(float, map(_LOST, mine))),
+            [None if lag is None else float(lag) for lag in lags[:ours]],
+            seconds,
+            list(map(float, stalls)),
+            [None if w is None else float(w) for w in map(_WORKER_SLOT, mine)],
+        ]
+        for known, out, values in zip(self._known, changed.values(), columns, strict=True):
+            self._compare(slots[: len(values)], values, known, out)
+        stuck = list(compress(slots, stalls))
         summary = self._summary(stuck, now_ms, now)
-        return changed, summary, self._topic_sums(todo, stats_of, now)
+        return changed, summary, self._topic_sums(todo, now)
 
-    def _summary(self, stuck: list[tuple[str, int]], now_ms: int, now: float) -> FlowSummary:
+    def _errors(self, slots: list[int], errors: list[str | None]) -> None:
+        """The errors of the partitions of ``slots`` now (kept for the summary)."""
+        failing = self._failing
+        if failing or any(errors):
+            for slot, error in zip(slots, errors, strict=True):
+                if error:
+                    failing[slot] = error
+                else:
+                    failing.pop(slot, None)
+
+    def _compare(
+        self, slots: list[int], values: list[float | None], known: list[float | None],
+        out: list[Sample],
+    ) -> None:  # fmt: skip
+        """Add to ``out`` the samples of ``slots`` whose value is not the one ``known`` (last
+        given), and remember them."""
+        differ = list(map(operator.ne, values, map(known.__getitem__, slots)))
+        if not any(differ):
+            return
+        moved, now = list(compress(slots, differ)), list(compress(values, differ))
+        deque(map(known.__setitem__, moved, now), maxlen=0)
+        keys, labels = map(self._keys.__getitem__, moved), map(self._labels.__getitem__, moved)
+        out.extend(zip(keys, labels, now))  # noqa: B905 - all of the same length
+
+    def _summary(self, stuck: list[int], now_ms: int, now: float) -> FlowSummary:
         """The flow's summary, given its stalled partitions (``stuck``) at this read."""
         reg = self.registry
         first = None
         if stuck:
-            key = min(stuck)
-            first = reg._row(key, self._stats[key], now_ms, now)
-        failing = [(k[0], k[1], e) for k, e in self._failing.items()]
+            slot = min(stuck, key=self._keys.__getitem__)
+            first = reg._row(self._keys[slot], self._stats[slot], now_ms, now)
+        keys = self._keys
+        failing = [(*keys[slot], e) for slot, e in self._failing.items()]
         return reg._summary_of(failing, first, len(stuck), self._progress)
 
-    def _topic_sums(
-        self, todo: set[tuple[str, int]], stats_of: dict[tuple[str, int], PartitionStats],
-        now: float,
-    ) -> dict[str, list[float]]:  # fmt: skip
+    def _topic_sums(self, todo: set[int], now: float) -> dict[str, list[float]]:
         """Each topic's record and byte rates: the sums of its partitions' (only those that
         moved since their rate was last 0 are read)."""
         sums: dict[str, list[float]] = {t: [0.0, 0.0] for t in self._topic_names}
-        for key in todo | self._moving:
-            s = stats_of[key]
-            if key not in self._moving and self._read_at is not None and key in self._seen:
-                s.idle_until(self._read_at)
-            record_rate, byte_rate = s.rates(now)
-            if record_rate or byte_rate:
-                self._moving.add(key)
-                acc = sums[s.remote_topic]
-                acc[0] += record_rate
-                acc[1] += byte_rate
-            else:
-                self._moving.discard(key)
+        moving, read_at = self._moving, self._read_at
+        slots = list(todo | moving)
+        stats = list(map(self._stats.__getitem__, slots))
+        if read_at is not None:  # moving again after their rates were 0
+            for slot, s in zip(slots, stats, strict=True):
+                if slot not in moving:
+                    s.idle_until(read_at)
+        rates = list(map(PartitionStats.rates, stats, repeat(now)))
+        nonzero = list(map(any, rates))
+        moving.difference_update(slots)
+        moving.update(compress(slots, nonzero))
+        for topic, (record_rate, byte_rate) in compress(
+            zip(map(_REMOTE_TOPIC, stats), rates, strict=True), nonzero
+        ):
+            acc = sums[topic]
+            acc[0] += record_rate
+            acc[1] += byte_rate
         return sums
 
     def _topic_rates(self, rates: dict[str, list[float]]) -> list[FamilyDelta]:

@@ -13,6 +13,7 @@ from mirrorlib.core.status import (
     Histogram,
     HistogramValue,
     StatsRegistry,
+    partition_lags,
     stall_reason,
 )
 
@@ -205,3 +206,40 @@ def test_a_cursor_reads_only_the_partitions_that_changed() -> None:
     rate = next(d for d in moved if d.spec.name == "record_rate")
     # the idle partition's rate window restarts a window before the previous read
     assert rate.changed == [("A.t", ("A", "B", "A.t"), 3 / (RATE_WINDOW_S + 10))]
+
+
+def test_partition_lags_read_columns_with_unknown_as_none() -> None:
+    positions = [None, 5, 5, 5, 5, None]
+    ends = [None, None, 5, 3, 9, 9]
+    tails = [None, 1_000, 1_000, 1_000, 1_000, 1_000]
+    lags, seconds, waiting = partition_lags(positions, ends, tails, 3_500)
+    assert lags == [None, None, 0, 0, 4, None]
+    assert seconds == [None, None, 0.0, 0.0, 2.5, None]
+    assert waiting == [False, False, False, False, True, True]
+    assert partition_lags([1], [4], [None], 0) == ([3], [None], [True])  # no record yet
+    assert partition_lags([1], [4], [9_000], 0) == ([3], [0.0], [True])  # clocks apart: not < 0
+
+
+def test_a_cursor_gives_only_the_samples_of_waiting_partitions_that_change_with_time() -> None:
+    stats = running(stall_after=30.0)
+    p = stats.partition("t", 0, "A.t")
+    p.position, p.end_offset, p.tail_timestamp_ms = 5, 9, int(time.time() * 1000) - 1_000
+    cursor = stats.cursor()
+    _, first = cursor.read(p.progress_at + 1)
+    given = {d.spec.name: d.changed for d in first if d.changed}
+    assert given["replication_lag_records"] == [(("t", 0), ("A", "B", "A.t", "0"), 4.0)]
+    assert given["partition_stalled"] == [(("t", 0), ("A", "B", "A.t", "0"), 0.0)]
+    summary, later = cursor.read(p.progress_at + 31)  # nothing written meanwhile: stalled now
+    given = {d.spec.name: d.changed for d in later if d.changed and "partition" in d.spec.labels}
+    assert set(given) <= {"replication_lag_seconds", "partition_stalled"}
+    assert given["partition_stalled"] == [(("t", 0), ("A", "B", "A.t", "0"), 1.0)]
+    assert summary.stalled_partitions == 1 and summary.state is FlowState.STALLED
+    stats.drop_partition("t", 0)
+    again = stats.partition("t", 0, "A.t")  # new counters at the same key: every sample anew
+    again.position, again.end_offset = 9, 9
+    summary, fresh = cursor.read(p.progress_at + 32)
+    records = next(d for d in fresh if d.spec.name == "records_total")
+    assert records.keys == (("t", 0),) and records.changed == [
+        (("t", 0), ("A", "B", "A.t", "0"), 0.0)
+    ]
+    assert summary.stalled_partitions == 0

@@ -223,6 +223,32 @@ def test_go_float_writes_what_prometheus_client_writes() -> None:
     assert go_floats([*values, *counts]) == [floatToGoString(v) for v in [*values, *counts]]
 
 
+def test_go_floats_of_a_column_below_a_million_or_of_counters_above() -> None:
+    from prometheus_client.utils import floatToGoString
+
+    small = [float(i) / 7 for i in range(-5000, 5000)]
+    large = [float(10**6 + i * 7919) for i in range(5000)] + [1e15 + 0.5, 9_999_999_999_999_998.0]
+    for column in (small, large, [*large, float("nan")], []):
+        assert go_floats(column) == [floatToGoString(v) for v in column]
+
+
+def test_a_scrape_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    stats = StatsRegistry("A", "B")
+    stats.partition("t", 0, "A.t").record_count = 3
+    exposition = Exposition(CountedFlows(stats))
+    assert gc.isenabled()
+    assert b"mirrorlib_records_total" in exposition.render()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        exposition.render()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_incremental_scrapes_of_random_stats_write_what_prometheus_client_writes(
     seed: int, monkeypatch: pytest.MonkeyPatch

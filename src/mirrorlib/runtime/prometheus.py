@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import operator
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from mirrorlib.core.status import (
@@ -392,29 +390,14 @@ def go_floats(values: Sequence[float]) -> list[str]:
     """:func:`go_float` of each of ``values``: ``repr`` over all of them at C speed, then
     Go's text for the few that need another (at or above a million, infinite, NaN)."""
     texts = list(map(repr, map(float, values)))
-    if not values or (
-        min(values) > -1e6 and max(values) < 1e6 and not any(map(operator.ne, values, values))
-    ):  # all finite and below a million (NaN: the only value unequal to itself)
-        return texts
-    big = [i for i, value in enumerate(values) if 1e6 <= value < 1e16]
-    if big:  # Go switches to exponents sooner than Python: 1234567.0 -> 1.234567e+06
-        parts = list(map(str.partition, map(texts.__getitem__, big), repeat(".")))
-        units = list(map(_FIRST, parts))  # 7 to 16 digits
-        digits = list(map(operator.add, units, map(_THIRD, parts)))
-        mantissas = map(
-            str.rstrip,
-            map(
-                operator.add,
-                map(_FIRST, digits),
-                map(operator.add, repeat("."), map(_REST, digits)),
-            ),
-            repeat("0."),
-        )
-        exponents = map("e+{:02d}".format, map(len, map(_REST, units)))
-        deque(map(texts.__setitem__, big, map(operator.add, mantissas, exponents)), maxlen=0)
-    if not all(map(math.isfinite, values)):
-        for i in [i for i, value in enumerate(values) if not math.isfinite(value)]:
-            texts[i] = go_float(values[i])  # NaN, +Inf, -Inf
+    for i in [i for i, value in enumerate(values) if not -1e6 < value < 1e6]:
+        text = texts[i]
+        dot = text.find(".")
+        if dot > 6 and text[0] != "-":  # Go switches to exponents sooner than Python
+            mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+            texts[i] = f"{mantissa}e+{dot - 1:02d}"
+        elif text[-1] in "fn":  # inf, nan
+            texts[i] = go_float(values[i])
     return texts
 
 

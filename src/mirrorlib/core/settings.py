@@ -128,7 +128,9 @@ class FlowSettings:
         if not _PARTITION_FETCH_KEYS & conf.keys():  # (aliases: the user's must not be overridden)
             conf["max.partition.fetch.bytes"] = _PARTITION_FETCH_BYTES
         if "fetch.max.bytes" not in conf:  # (librdkafka: at least message.max.bytes)
-            conf["fetch.max.bytes"] = max(_FETCH_MAX_BYTES, int(conf.get("message.max.bytes", 0)))
+            conf["fetch.max.bytes"] = max(
+                _FETCH_MAX_BYTES, int(conf.get("message.max.bytes", 0))
+            )
         return conf
 
     def record_producer(self, *, linger_ms: int, **overrides: Any) -> dict[str, Any]:

@@ -1033,7 +1033,7 @@ def _partition_values(
     s: PartitionStats, lag: int | None, lag_seconds: float | None, stalled: bool
 ) -> tuple[float | None, ...]:
     """A partition's samples of :data:`_PER_PARTITION`, then of ``partition_worker``
-    (``None``: no sample), from its counters and what :func:`_lag` and the stall rule give."""
+    (``None``: no sample), from its counters and what :func:`partition_lags` and the stall rule give."""
     worker = s.worker
     return (
         float(s.record_count), float(s.byte_count), float(s.lost_records),
@@ -1104,9 +1104,9 @@ class MetricsCursor:
                 self._members = reg._members
                 keys, fresh = self._rejoin(list(reg._partitions.items()))
                 changes.update(fresh)
-        todo = set(map(self._slots.get, changes))
-        todo.discard(None)
-        partitions, summary, rates = self._partitions(todo, now)  # type: ignore[arg-type]
+        slots = self._slots
+        todo = {slot for s in changes if (slot := slots.get(s)) is not None}
+        partitions, summary, rates = self._partitions(todo, now)
         self._read_at = now
         deltas = [FamilyDelta(_SPEC[name], keys, partitions[name]) for name in _PER_PARTITION]
         deltas += self._topic_rates(rates)
@@ -1211,7 +1211,7 @@ class MetricsCursor:
         moved, now = list(compress(slots, differ)), list(compress(values, differ))
         deque(map(known.__setitem__, moved, now), maxlen=0)
         keys, labels = map(self._keys.__getitem__, moved), map(self._labels.__getitem__, moved)
-        out.extend(zip(keys, labels, now))  # noqa: B905 - all of the same length
+        out.extend(zip(keys, labels, now, strict=True))
 
     def _summary(self, stuck: list[int], now_ms: int, now: float) -> FlowSummary:
         """The flow's summary, given its stalled partitions (``stuck``) at this read."""

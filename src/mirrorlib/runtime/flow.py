@@ -261,8 +261,9 @@ class FlowRunner(Generic[P]):
                 self.stats.state = FlowState.FAILED
                 return False
             delay = backoff.next_delay()
-            log.warning("flow %s: %s; retrying in %.0fs", s.name, message, delay)
+            # the status first: whoever reads the log line (and stops the flow) finds the error
             self.stats.set_error("connection", f"{message} (retrying in {delay:.0f}s)")
+            log.warning("flow %s: %s; retrying in %.0fs", s.name, message, delay)
             backoff.wait(stop)
         return False
 

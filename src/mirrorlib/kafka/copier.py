@@ -846,13 +846,13 @@ class Copier:
                 raise KafkaException(dead)
         part.blocked_at = acks.blocked_at
         self.committer.refused()  # exactly-once: the transaction cannot commit any more
-        shrunk = False
+        shrunk = withdrawn = False
         for upstream, msg in acks.refused:
             err: Any = msg.error()
             if self._transactional and err.code() in _WITHDRAWN:
-                if not shrunk:  # not refused: withdrawn with its transaction, sent again
+                if not withdrawn:  # not refused: withdrawn with its transaction, sent again
                     self._resend(part, upstream)
-                    shrunk = True
+                    withdrawn = True
                 continue
             if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and (
                 shrunk or self._smaller_batches(part, msg)
@@ -1061,6 +1061,8 @@ class Copier:
         none yet: from the first record it produced, queued or was blocked at, or, having read
         nothing, from where it is)."""
         assert isinstance(part, _Part)
+        if self._consumer is None:
+            return  # the clients are closing: the next ones start from the stored positions
         if part.acked is not None:
             self._seek(part, part.acked + 1)
             return

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from mirrorlib import MirrorConfig
 from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
@@ -63,12 +64,18 @@ class Producer:
         self.produced: list[tuple[str, bytes, Any]] = []
         self.calls: list[str] = []
         self.commit_s = 0.0
+        self.refuse: KafkaError | None = None  # produce raises it
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, **kw: Any) -> None:
+        if self.refuse is not None:
+            raise KafkaException(self.refuse)
         self.produced.append((topic, value, kw["on_delivery"]))
 
     def flush(self, _timeout: float) -> int:
         self.calls.append("flush")
+        return 0
+
+    def poll(self, _timeout: float) -> int:
         return 0
 
     def begin_transaction(self) -> None:
@@ -226,6 +233,40 @@ def test_an_aborted_transaction_rewinds_every_partition(how: str) -> None:
     assert flow.part.txn_last is None and flow.part.acked is None and not committer.pending_syncs
     committer.lost()  # no transaction open: nothing to abort
     assert flow.producer.calls == ["begin", "abort"]
+
+
+def test_a_transaction_holding_a_refused_record_is_aborted_at_once() -> None:
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    committer.begin()
+    flow.part.txn_last = 1
+    committer.refused()
+    committer.tick(time.monotonic())  # young, with a backlog: still, it cannot commit
+    assert flow.producer.calls == ["begin", "abort"] and not committer.in_transaction
+    assert flow.rewound == [flow.part] and flow.drained >= 1  # refusals taken in first
+    committer.begin()
+    flow.part.txn_last = 2
+    committer.tick(time.monotonic(), caught_up=True)  # the next transaction commits
+    assert flow.producer.calls == ["begin", "abort", "begin", "commit"]
+
+
+def test_a_transaction_that_failed_before_its_refusal_was_reported_is_aborted() -> None:
+    """A record refused by the target fails the transaction at once: producing the positions
+    into it is refused (``_STATE``) even when that delivery report was not served yet."""
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    assert isinstance(committer, TransactionCommitter)
+    committer.begin()
+    flow.part.txn_last = 1
+    flow.producer.refuse = KafkaError(KafkaError._STATE)
+    committer.commit()
+    assert flow.producer.calls == ["begin", "abort"] and not committer.in_transaction
+    assert flow.rewound == [flow.part] and flow.positions.remembered == {}
+    committer.begin()
+    flow.producer.refuse = KafkaError(KafkaError._FATAL, fatal=True)  # a dead producer
+    flow.part.txn_last = 1
+    with pytest.raises(KafkaException):
+        committer.commit()
 
 
 def test_a_busy_copier_commits_at_the_interval_or_later_when_commits_are_slow() -> None:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    ResourceType,
+)
 
 from mirrorlib import Replicator
-from mirrorlib.testing import ClusterSet
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.runtime.conftest import config, end_offsets, read_all, wait_for
 from tests.runtime.test_replicator import replicated
 
@@ -81,6 +91,122 @@ def test_a_record_larger_than_max_message_bytes_still_stops_its_partition(
         time.sleep(2)
         assert replicated(r, "smallmax.big") == 20
     assert [m.value() for m in read_all(b, f"A.{topic}")] == values[:20]
+
+
+def _lower_max_message_bytes(target: BaseCluster, topic: str, value: int) -> None:
+    """Lower ``max.message.bytes`` of ``topic`` on ``target`` behind the copier's back."""
+    lowered = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                "max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    admin = AdminClient(target.client_config())
+    for future in admin.incremental_alter_configs([lowered]).values():
+        future.result(30)
+
+
+def committed(target: BaseCluster, topic: str, partition: int) -> list[bytes]:
+    """The values of ``partition`` of ``topic`` a ``read_committed`` consumer of ``target`` sees."""
+    return [
+        m.value()
+        for m in read_all(target, topic, read_committed=True)
+        if m.partition() == partition
+    ]
+
+
+@contextlib.contextmanager
+def _a_refused_record_in_a_latest_flow(
+    clusters: ClusterSet, topic: str
+) -> Iterator[tuple[Replicator, Producer]]:
+    """An exactly-once flow started at the end of the log (``auto.offset.reset=latest``, 100
+    records of history not to copy) whose target then refuses record 50 of partition 0 (its
+    remote topic's max.message.bytes was lowered after the copier cached it) while partition 1
+    gets 20 records: yields once the refusal is reported and the 20 records are copied."""
+    a, b = clusters
+    a.create_topic(topic, 2, config={"max.message.bytes": "300000"})
+    producer = Producer({**a.client_config(), "linger.ms": 5})
+    for i in range(100):
+        producer.produce(topic, b"history-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    cfg = config(
+        clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": topic.replace(".", "\\."),
+            "A->B.consumer.auto.offset.reset": "latest",
+            "B.exactly.once.source.support": "enabled",
+            "config.properties.exclude": "max\\.message\\.bytes",
+        },
+    )
+    with Replicator(cfg) as r:
+        wait_for(
+            "both partitions assigned",
+            lambda: len([p for p in r.status()[0].partitions if p.topic == topic]) == 2,
+        )
+        time.sleep(2)  # the consumer is at the end of the log
+        _lower_max_message_bytes(b, f"A.{topic}", 20_000)
+        for i in range(20):
+            producer.produce(topic, b"after-%d" % i, partition=1)
+        producer.produce(topic, b"x" * 100_000, partition=0)  # refused by the target
+        assert producer.flush(30) == 0
+
+        def refused() -> str | None:
+            return next((p.error for p in r.status()[0].partitions if p.error), None)
+
+        error = wait_for("the partition reports the refused record", refused)
+        assert f"{topic}-0@50" in error, error
+        wait_for("the records after the start", lambda: len(committed(b, f"A.{topic}", 1)) >= 20)
+        yield r, producer
+
+
+def test_exactly_once_parks_a_partition_at_a_refused_record_and_copies_the_others(
+    two_clusters: ClusterSet,
+) -> None:
+    """A refused record fails its transaction: it is aborted and every partition of it rewound
+    (with nothing committed yet, to the first record it produced, not to the beginning of the
+    log); the refusing partition waits at the refused record, the others are copied once."""
+    _, b = two_clusters
+    topic = "latest.abort"
+    with _a_refused_record_in_a_latest_flow(two_clusters, topic):
+        time.sleep(3)
+    assert committed(b, f"A.{topic}", 0) == []
+    assert committed(b, f"A.{topic}", 1) == [b"after-%d" % i for i in range(20)]
+    everything = [m.value() for m in read_all(b, f"A.{topic}")]  # aborted records too
+    assert not [v for v in everything if v.startswith(b"history-")], everything[:5]
+
+
+def test_a_restarted_copier_resumes_a_partition_never_committed_where_it_started(
+    two_clusters: ClusterSet,
+) -> None:
+    """Recreating the copier's clients (its producer fenced) must not move a partition with no
+    stored position to the end of the log again (``auto.offset.reset=latest``): that would skip
+    the refused record, and copy what follows it."""
+    _, b = two_clusters
+    topic = "latest.restart"
+    remote = f"A.{topic}"
+    with _a_refused_record_in_a_latest_flow(two_clusters, topic) as (r, producer):
+        cfg = r.config
+        settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+        rival = Producer({**b.client_config(), "transactional.id": settings.transactional_id})
+        rival.init_transactions(30)  # fences the copier's producer: its clients are recreated
+        producer.produce(topic, b"later", partition=0)
+        for i in range(20, 40):
+            producer.produce(topic, b"after-%d" % i, partition=1)
+        assert producer.flush(30) == 0
+        wait_for("the records after the restart", lambda: len(committed(b, remote, 1)) >= 40)
+
+        def refused_again() -> str | None:
+            return next((p.error for p in r.status()[0].partitions if p.error), None)
+
+        error = wait_for("the refused record reported again", refused_again)
+        assert f"{topic}-0@50" in error, error
+        time.sleep(3)
+    assert committed(b, remote, 0) == []  # not b"later": the restart did not skip record 50
+    assert committed(b, remote, 1) == [b"after-%d" % i for i in range(40)]
 
 
 def test_partitions_added_to_a_topic_alone_are_copied_within_a_refresh_interval(

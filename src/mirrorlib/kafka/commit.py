@@ -122,6 +122,11 @@ class Committer(ABC):
     def forget(self, keys: set[Key]) -> None:  # noqa: B027 (a hook)
         """The partitions ``keys`` are no longer assigned."""
 
+    def refused(self) -> None:  # noqa: B027 (a hook)
+        """The target refused a record produced in the open transaction (or refused to take one
+        because the transaction failed): it cannot commit (exactly-once: it is aborted on the
+        next :meth:`tick`, which rewinds its partitions)."""
+
     def _produce_positions(self, positions: list[tuple[str, int, int]]) -> None:
         """Queue position records; a refused one marks its partition as moved again (so the
         next flush retries it) instead of disappearing."""
@@ -232,11 +237,13 @@ class TransactionCommitter(Committer):
     """
 
     _started: float  # when the open transaction began (time.monotonic)
+    _doomed: bool  # a record of the open transaction was refused: it is to be aborted
     # (partition, first upstream, first downstream, count) acknowledged in the open transaction
     _syncs: list[tuple[PartitionProgress, int, int, int]]
 
     def _reset(self) -> None:  # the open transaction is aborted by the next producer's init
         self.in_transaction = False
+        self._doomed = False
         self._started = 0.0
         self._syncs = []
 
@@ -272,8 +279,11 @@ class TransactionCommitter(Committer):
         as the :attr:`boundary` says (``transaction.boundary.interval``, stretched while commits
         are slow): its records become visible to ``read_committed`` consumers as soon as the
         backlog is copied, not up to an interval later, and a busy copier spends a bounded share
-        of its time committing (nothing is produced during a commit)."""
-        if self.in_transaction and self.boundary.due(now - self._started, caught_up=caught_up):
+        of its time committing (nothing is produced during a commit). A transaction holding a
+        refused record is aborted at once (:meth:`refused`)."""
+        if self.in_transaction and (
+            self._doomed or self.boundary.due(now - self._started, caught_up=caught_up)
+        ):
             self.commit()
 
     def checkpoint(self, *, only: set[Key] | None = None, final: bool = False) -> None:
@@ -284,20 +294,29 @@ class TransactionCommitter(Committer):
         if self.in_transaction:
             self.abort()
 
+    def refused(self) -> None:
+        if self.in_transaction:
+            self._doomed = True
+
     def commit(self) -> None:
         """Write the positions of what the open transaction holds into it and commit it; abort
-        it instead when the commit failed in a way that requires it."""
+        it instead when it holds a refused record, or when the commit failed in a way that
+        requires it (a record refused by the target, whose delivery report was not served yet,
+        makes the transaction refuse the positions: ``_STATE``)."""
+        if self._doomed:
+            self.abort()
+            return
         records = [
             (p.key[0], p.key[1], p.txn_last) for p in self.parts.values() if p.txn_last is not None
         ]
         began = time.monotonic()
-        self._produce_positions(records)
         try:
+            self._produce_positions(records)
             self.producer.commit_transaction(self.s.admin_timeout)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             log.warning("flow %s: transaction commit failed: %s", self.s.name, exc)
-            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+            if isinstance(err, KafkaError) and _requires_abort(err):
                 self.abort()
                 return
             raise
@@ -322,18 +341,32 @@ class TransactionCommitter(Committer):
         self.send_syncs()
 
     def abort(self) -> None:
-        """Abort the open transaction: every partition goes back to its committed position."""
+        """Abort the open transaction: every partition goes back to its committed position (the
+        refused records are taken into account first: their partitions are parked)."""
+        self.producer.poll(0)
+        self.drain_acks()
         try:
             self.producer.abort_transaction(self.s.admin_timeout)
         finally:
+            self.producer.poll(0)  # the purged records' reports: forgotten with them below
             self.in_transaction = False
+            self._doomed = False
             self._syncs.clear()
             for part in self.parts.values():
                 part.txn_last = None
+                self.rewind(part)  # (to a blocked_at before the first record produced, too)
                 part.blocked_at = None
-                self.rewind(part)
             for part in self.parts.values():
                 part.clear()
+
+
+def _requires_abort(err: KafkaError) -> bool:
+    """The transaction failed and is to be aborted: said by a failed commit, or a transaction
+    in that state refused the positions (``_STATE``; not a fatal error: that kills the
+    producer)."""
+    if err.txn_requires_abort():
+        return True
+    return err.code() == KafkaError._STATE and not err.fatal()
 
 
 def committer_for(settings: FlowSettings) -> type[Committer]:

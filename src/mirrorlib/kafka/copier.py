@@ -136,6 +136,9 @@ _METADATA_REFRESH_MAX_S = 300.0
 # errors of a produce call or delivery report that mean the producer itself is dead (fenced by
 # another transactional producer, or a fatal idempotence error such as OUT_OF_ORDER_SEQUENCE)
 _PRODUCER_DEAD = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+# errors of a delivery report that mean the record was withdrawn by the producer itself (its
+# transaction failed and is aborted), not refused by the target
+_WITHDRAWN = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 def _fatal_error(err: object) -> KafkaError | None:
@@ -250,6 +253,9 @@ class Copier:
         self._remote_of: dict[str, RemoteTopic] = {}
         self._catalog_version = -1
         self._subscribed: list[str] = []
+        # auto.offset.reset=latest: where partitions without a stored position started in this
+        # copier's first run; a restart of its clients resumes them there (_remember_starts)
+        self._starts: dict[tuple[str, int], int] = {}
         committer = TransactionCommitter if transactional_id else committer_for(settings)
         self.committer: Committer = committer(
             settings,
@@ -326,6 +332,7 @@ class Copier:
         self._consumer = Consumer(client_conf(cconf))
 
     def _close(self, graceful: bool) -> None:
+        self._remember_starts()
         consumer, self._consumer = self._consumer, None
         try:
             if graceful and self.failed is None:
@@ -359,6 +366,36 @@ class Copier:
         self._subscribed = []
         self._catalog_version = -1
         self._direct_version = -1
+
+    def _remember_starts(self) -> None:
+        """Before the clients close: where each partition without a stored position started
+        (``auto.offset.reset=latest``), so that a restart of the clients resumes it there, not at
+        the end of the log again, which would skip the records produced meanwhile and never
+        committed (an aborted transaction, or positions not flushed yet)."""
+        if self.s.auto_offset_reset != "latest" or self._consumer is None:
+            return
+        fresh = [
+            p
+            for p in self._parts.values()
+            if p.key not in self._starts and self.positions.last_replicated(*p.key) is None
+        ]
+        if not fresh:
+            return
+        try:
+            consumed = self._consumer.position([KafkaTopicPartition(*p.key) for p in fresh])
+        except KafkaException:
+            consumed = []
+        at = {(t.topic, t.partition): t.offset for t in consumed if t.offset >= 0}
+        for part in fresh:
+            unsettled = (
+                part.first_unsettled(),
+                part.pending[0].offset() if part.pending else None,
+                part.blocked_at,
+                at.get(part.key),
+            )
+            start = min((o for o in unsettled if o is not None), default=None)
+            if start is not None:
+                self._starts[part.key] = start
 
     # -- main loop -------------------------------------------------------------------------------
 
@@ -630,6 +667,16 @@ class Copier:
         if isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION:
             # the remote topic grew since the producer's metadata: the retry will know
             self._refresh_target_metadata([part.remote])
+        if (
+            self.committer.in_transaction
+            and isinstance(err, KafkaError)
+            and err.code() == KafkaError._STATE
+        ):
+            # the transaction failed (a record of it was refused): no record is taken until it
+            # is aborted, which rewinds every partition of it; this one goes on from there
+            self.committer.refused()
+            self._resend(part, offset)
+            return
         self._park(part, offset, f"target refused the record: {exc}")
 
     def _too_large(self, part: _Part, msg: Any) -> bool:
@@ -798,9 +845,15 @@ class Copier:
                 self._fatal["target"] = dead
                 raise KafkaException(dead)
         part.blocked_at = acks.blocked_at
-        shrunk = False
+        self.committer.refused()  # exactly-once: the transaction cannot commit any more
+        shrunk = withdrawn = False
         for upstream, msg in acks.refused:
             err: Any = msg.error()
+            if self._transactional and err.code() in _WITHDRAWN:
+                if not withdrawn:  # not refused: withdrawn with its transaction, sent again
+                    self._resend(part, upstream)
+                    withdrawn = True
+                continue
             if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and (
                 shrunk or self._smaller_batches(part, msg)
             ):
@@ -962,8 +1015,10 @@ class Copier:
             if last is not None:
                 start = last + 1
                 stats.position = start
+            elif self.s.auto_offset_reset == "latest":
+                start = self._starts.get(key, OFFSET_END)
             else:
-                start = OFFSET_END if self.s.auto_offset_reset == "latest" else OFFSET_BEGINNING
+                start = OFFSET_BEGINNING
             self.emitter.forget(part.tp)
             if rt is not None and ktp.partition >= rt.partitions:
                 part.parked_until = time.monotonic() + 1.0
@@ -1003,16 +1058,20 @@ class Copier:
 
     def _rewind(self, part: PartitionProgress) -> None:
         """After an aborted transaction: fetch ``part`` again from its committed position (with
-        none yet: from the first record it produced or queued, or, having read nothing, from
-        where it is)."""
+        none yet: from the first record it produced, queued or was blocked at, or, having read
+        nothing, from where it is)."""
         assert isinstance(part, _Part)
+        if self._consumer is None:
+            return  # the clients are closing: the next ones start from the stored positions
         if part.acked is not None:
             self._seek(part, part.acked + 1)
             return
-        first = part.first_unsettled()
-        if part.pending:
-            queued = part.pending[0].offset()
-            first = queued if first is None else min(first, queued)
+        unsettled = (
+            part.first_unsettled(),
+            part.pending[0].offset() if part.pending else None,
+            part.blocked_at,
+        )
+        first = min((o for o in unsettled if o is not None), default=None)
         if first is not None:
             self._seek(part, first)
 

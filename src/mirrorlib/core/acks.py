@@ -38,8 +38,16 @@ import attrs
 from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.status import PartitionStats
+from mirrorlib.core.syncs import OffsetSyncEmitter
 
-__all__ = ["PARKING_BACKOFF", "Acknowledged", "DeliveryReport", "InFlight", "PartitionProgress"]
+__all__ = [
+    "PARKING_BACKOFF",
+    "Acknowledged",
+    "DeliveryReport",
+    "InFlight",
+    "PartitionProgress",
+    "record_syncs",
+]
 
 #: ``(base, cap)`` seconds of a blocked partition's retries (:attr:`PartitionProgress.retries`)
 PARKING_BACKOFF = (1.0, 60.0)
@@ -251,3 +259,23 @@ class PartitionProgress(InFlight):
         if self.origin is not None:
             return self.origin
         return self._sent[self._head] if self.outstanding else None
+
+
+def record_syncs(
+    emitter: OffsetSyncEmitter,
+    tp: TopicPartition,
+    acks: Acknowledged,
+    on_due: Callable[[], None],
+) -> None:
+    """Feed acknowledged records to ``emitter`` (a contiguous run at once), calling ``on_due``
+    as soon as a sync becomes due: MM2 keeps only the latest due sync per partition, so a burst
+    of acknowledgements could replace one before it was written and lose precision."""
+    if acks.contiguous:
+        emitter.record_run(
+            tp, acks.upstream[0], acks.reports[0].offset(), acks.count, on_due=on_due
+        )
+        return
+    record = emitter.record
+    for up, report in zip(acks.upstream, acks.reports, strict=True):
+        if record(tp, up, report.offset()):
+            on_due()

@@ -1033,13 +1033,28 @@ def _partition_values(
     s: PartitionStats, lag: int | None, lag_seconds: float | None, stalled: bool
 ) -> tuple[float | None, ...]:
     """A partition's samples of :data:`_PER_PARTITION`, then of ``partition_worker``
-    (``None``: no sample), from its counters and what :func:`partition_lags` and the stall rule give."""
-    worker = s.worker
-    return (
-        float(s.record_count), float(s.byte_count), float(s.lost_records),
-        None if lag is None else float(lag), lag_seconds, 1.0 if stalled else 0.0,
-        None if worker is None else float(worker),
-    )  # fmt: skip
+    (``None``: no sample): :func:`_value_columns` of one partition."""
+    return tuple(c[0] for c in _value_columns([s], [lag], [lag_seconds], [stalled]))
+
+
+def _value_columns(
+    stats: list[PartitionStats],
+    lags: list[int | None],
+    lag_seconds: list[float | None],
+    stalled: list[bool],
+) -> list[list[float | None]]:
+    """The samples of :data:`_PER_PARTITION`, then of ``partition_worker`` (``None``: no
+    sample), of partitions in columns, from their counters and what :func:`partition_lags` and
+    the stall rule give of them."""
+    return [
+        list(map(float, map(_RECORDS, stats))),
+        list(map(float, map(_BYTES, stats))),
+        list(map(float, map(_LOST, stats))),
+        [None if lag is None else float(lag) for lag in lags],
+        lag_seconds,
+        list(map(float, stalled)),
+        [None if w is None else float(w) for w in map(_WORKER_SLOT, stats)],
+    ]
 
 
 _COLUMNS = range(len(_PER_PARTITION) + 1)
@@ -1174,15 +1189,8 @@ class MetricsCursor:
         waiting.update(compress(slots, waits))
         mine = stats[:ours]
         self._errors(slots[:ours], list(map(_ERROR, mine)))
-        columns: list[list[float | None]] = [
-            list(map(float, map(_RECORDS, mine))),
-            list(map(float, map(_BYTES, mine))),
-            list(map(float, map(_LOST, mine))),
-            [None if lag is None else float(lag) for lag in lags[:ours]],
-            seconds,
-            list(map(float, stalls)),
-            [None if w is None else float(w) for w in map(_WORKER_SLOT, mine)],
-        ]
+        # every sample of slots[:ours], the lag in seconds and the stall flag of all slots
+        columns = _value_columns(mine, lags[:ours], seconds, stalls)
         for known, out, values in zip(self._known, changed.values(), columns, strict=True):
             self._compare(slots[: len(values)], values, known, out)
         stuck = list(compress(slots, stalls))

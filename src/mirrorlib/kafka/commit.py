@@ -34,7 +34,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorlib.core.acks import Acknowledged, PartitionProgress
+from mirrorlib.core.acks import Acknowledged, PartitionProgress, record_syncs
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.transactions import TransactionBoundary
@@ -156,23 +156,6 @@ class Committer(ABC):
 
         return done
 
-    def _record_syncs(self, part: PartitionProgress, acks: Acknowledged) -> None:
-        # A due sync is sent at once: MM2 keeps only the latest due sync per partition, so a
-        # burst of acknowledgements could replace one before it was written and lose precision.
-        if acks.contiguous:
-            self.emitter.record_run(
-                part.tp,
-                acks.upstream[0],
-                acks.reports[0].offset(),
-                acks.count,
-                on_due=self.send_syncs,
-            )
-            return
-        record = self.emitter.record
-        for up, msg in zip(acks.upstream, acks.reports, strict=True):
-            if record(part.tp, up, msg.offset()):
-                self.send_syncs()
-
 
 class PositionCommitter(Committer):
     """At-least-once: positions move on acknowledgement and are written every
@@ -194,7 +177,7 @@ class PositionCommitter(Committer):
         part.stats.position = up_last + 1
         self._moved.add(part.key)
         if self.s.emit_offset_syncs_enabled:
-            self._record_syncs(part, acks)
+            record_syncs(self.emitter, part.tp, acks, self.send_syncs)
 
     def tick(self, now: float, *, caught_up: bool = False) -> None:
         del caught_up  # the records are visible already; positions follow the interval

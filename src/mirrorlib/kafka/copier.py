@@ -218,6 +218,17 @@ class _Part(PartitionProgress):
         # max.message.bytes says: the limit may have been raised since it was read (it is cached).
         self.probe_at: int | None = None
 
+    def first_to_copy_again(self) -> int | None:
+        """With nothing acknowledged: the first upstream offset still to be copied — the first
+        record produced (:meth:`first_unsettled`), queued (paced) or blocked at — or ``None``
+        when it read nothing yet."""
+        unsettled = (
+            self.first_unsettled(),
+            self.pending[0].offset() if self.pending else None,
+            self.blocked_at,
+        )
+        return min((o for o in unsettled if o is not None), default=None)
+
 
 class Copier:
     """Copies records of one flow; run :meth:`run` in a dedicated thread."""
@@ -387,12 +398,7 @@ class Copier:
             consumed = []
         at = {(t.topic, t.partition): t.offset for t in consumed if t.offset >= 0}
         for part in fresh:
-            unsettled = (
-                part.first_unsettled(),
-                part.pending[0].offset() if part.pending else None,
-                part.blocked_at,
-                at.get(part.key),
-            )
+            unsettled = (part.first_to_copy_again(), at.get(part.key))
             start = min((o for o in unsettled if o is not None), default=None)
             if start is not None:
                 self._starts[part.key] = start
@@ -1066,12 +1072,7 @@ class Copier:
         if part.acked is not None:
             self._seek(part, part.acked + 1)
             return
-        unsettled = (
-            part.first_unsettled(),
-            part.pending[0].offset() if part.pending else None,
-            part.blocked_at,
-        )
-        first = min((o for o in unsettled if o is not None), default=None)
+        first = part.first_to_copy_again()
         if first is not None:
             self._seek(part, first)
 

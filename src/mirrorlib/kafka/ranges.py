@@ -37,7 +37,7 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from mirrorlib.core.acks import Acknowledged, InFlight
+from mirrorlib.core.acks import InFlight, record_syncs
 from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.pacing import batch_budget, batch_length, halved_budget, record_size
@@ -515,25 +515,11 @@ class _Copy:
             if acks.tail_timestamp > 0:
                 res.last_timestamp = acks.tail_timestamp
             if self.syncs is not None:
-                self._record_syncs(lane, acks)
+                record_syncs(self.emitter, lane.utp, acks, self.send_syncs)
         if acks.refused:
             up, msg = acks.refused[0]
             if lane.rewind is None and (lane.parked_at is None or up < lane.parked_at):
                 self._refused(lane, up, msg.error(), msg)
-
-    def _record_syncs(self, lane: _Lane, acks: Acknowledged) -> None:
-        # A due sync is sent at once (as the embedded copier does): MM2 keeps only the latest
-        # due sync per partition, so a burst of acknowledgements would replace it unwritten.
-        emitter = self.emitter
-        if acks.contiguous:
-            emitter.record_run(
-                lane.utp, acks.upstream[0], acks.reports[0].offset(), acks.count,
-                on_due=self.send_syncs,
-            )  # fmt: skip
-            return
-        for up, report in zip(acks.upstream, acks.reports, strict=True):
-            if emitter.record(lane.utp, up, report.offset()):
-                self.send_syncs()
 
     def _refused(self, lane: _Lane, up: int, err: Any, msg: Any) -> None:
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:

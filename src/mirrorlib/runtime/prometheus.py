@@ -55,11 +55,6 @@ _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _INF = float("inf")
 _KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(2)  # of a changed sample
 _COUNT = operator.itemgetter(1)  # of a histogram's bucket
-_FIRST, _THIRD, _REST = (
-    operator.itemgetter(0),
-    operator.itemgetter(2),
-    operator.itemgetter(slice(1, None)),
-)
 
 
 def _require() -> Any:
@@ -135,17 +130,22 @@ def go_float(value: float) -> str:
     if value.__class__ is float:
         if -1e6 < value < 1e6:  # finite, no exponent
             return repr(value)
-        if 1e6 <= value < _INF:  # Go switches to exponents sooner than Python
-            text = repr(value)
-            dot = text.find(".")
-            if dot > 6:
-                mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
-                return f"{mantissa}e+{dot - 1:02d}"
-            return text
+        if 1e6 <= value < _INF:
+            return _go_exponent(repr(value))
     from prometheus_client.utils import floatToGoString
 
     go: Callable[[float], str] = floatToGoString
     return go(value)
+
+
+def _go_exponent(text: str) -> str:
+    """``repr`` of a finite float at or above a million as Go writes it: Go switches to
+    exponents sooner than Python (``1234567.0`` → ``1.234567e+06``)."""
+    dot = text.find(".")
+    if dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return text
 
 
 @contextlib.contextmanager
@@ -391,13 +391,8 @@ def go_floats(values: Sequence[float]) -> list[str]:
     Go's text for the few that need another (at or above a million, infinite, NaN)."""
     texts = list(map(repr, map(float, values)))
     for i in [i for i, value in enumerate(values) if not -1e6 < value < 1e6]:
-        text = texts[i]
-        dot = text.find(".")
-        if dot > 6 and text[0] != "-":  # Go switches to exponents sooner than Python
-            mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
-            texts[i] = f"{mantissa}e+{dot - 1:02d}"
-        elif text[-1] in "fn":  # inf, nan
-            texts[i] = go_float(values[i])
+        value = values[i]
+        texts[i] = _go_exponent(texts[i]) if 1e6 <= value < _INF else go_float(value)
     return texts
 
 

@@ -213,6 +213,11 @@ class _Slot:
         self.down_since: float | None = None  # when its process died (None: never ran, or up)
         self.replaced = False  # its process replaced one that stopped answering, not heard yet
 
+    @property
+    def failed(self) -> bool:
+        """The slot failed for the flow (e.g. data loss): no process of it starts again."""
+        return self.process is None and self.next_start == float("inf")
+
 
 def _slot_info(slot: _Slot, now: float) -> SlotInfo:
     proc = slot.process
@@ -221,7 +226,7 @@ def _slot_info(slot: _Slot, now: float) -> SlotInfo:
         state = WorkerState.STARTING if proc.last_seen is None else WorkerState.RUNNING
         if slot.replaced:
             state = WorkerState.REPLACED
-    elif slot.next_start == float("inf"):
+    elif slot.failed:
         state = WorkerState.FAILED
     else:
         state = WorkerState.RESTARTING if slot.restarts else WorkerState.STARTING
@@ -598,7 +603,7 @@ class Supervisor:
         self._replan = False
         # a slot failed for the flow (data loss) keeps its partitions: no other worker copies
         # them (they would fail the same way), as one copier stops for the flow's partitions
-        failed = [s for s in self.slots if s.process is None and s.next_start == float("inf")]
+        failed = [s for s in self.slots if s.failed]
         pinned = frozenset().union(*(s.placed for s in failed)) & self._owned
         eligible = [
             s.index
@@ -607,7 +612,7 @@ class Supervisor:
             or (
                 s.down_since is not None
                 and now - s.down_since < DOWN_GRACE_S
-                and s.next_start != float("inf")
+                and not s.failed
             )
         ]
         current = {k: s.index for s in self.slots if s.index in eligible for k in s.placed}

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mirrorlib.core import batches
+from mirrorlib.core.acks import PARKING_BACKOFF
 from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
@@ -401,7 +402,7 @@ class CopyBatches:
         if part.parked:
             owed[tp] = Range(part.topic, part.partition, part.copied_to, part.end)
             self.refused[tp] = part.error
-            backoff = self.backoffs.setdefault(tp, Backoff(1.0, 60.0))
+            backoff = self.backoffs.setdefault(tp, Backoff(*PARKING_BACKOFF))
             self.retry_at[tp] = time.monotonic() + backoff.next_delay()
         else:
             self.backoffs.pop(tp, None)

@@ -668,7 +668,7 @@ class Copier:
         """A produce call failed locally: park the partition at the record."""
         err = exc.args[0] if exc.args else None
         if (dead := _fatal_error(err)) is not None:
-            self._fatal["target"] = dead
+            self._fatal.setdefault("target", dead)  # (error_cb may have named the cause)
             raise exc
         if isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION:
             # the remote topic grew since the producer's metadata: the retry will know
@@ -848,7 +848,7 @@ class Copier:
         batches, park the partition at any other refused record."""
         for _, msg in acks.refused:
             if (dead := _fatal_error(msg.error())) is not None:
-                self._fatal["target"] = dead
+                self._fatal.setdefault("target", dead)  # (error_cb may have named the cause)
                 raise KafkaException(dead)
         part.blocked_at = acks.blocked_at
         self.committer.refused()  # exactly-once: the transaction cannot commit any more

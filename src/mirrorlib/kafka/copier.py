@@ -220,8 +220,8 @@ class _Part(PartitionProgress):
 
     def first_to_copy_again(self) -> int | None:
         """With nothing acknowledged: the first upstream offset still to be copied — the first
-        record produced (:meth:`first_unsettled`), queued (paced) or blocked at — or ``None``
-        when it read nothing yet."""
+        record produced (:meth:`~mirrorlib.core.acks.PartitionProgress.first_unsettled`),
+        queued (paced) or blocked at — or ``None`` when it read nothing yet."""
         unsettled = (
             self.first_unsettled(),
             self.pending[0].offset() if self.pending else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from mirrorlib.core.status import StatsRegistry
@@ -57,6 +58,18 @@ def test_a_forgotten_partition_counts_anew() -> None:
     merger.forget(("t", 0))
     merger.apply(report(3, 30, 13), stats)
     assert stats.record_count == 13
+
+
+def test_a_partition_given_to_the_same_process_again_counts_anew() -> None:
+    # the process dropped the partition and was given it back before the parent saw the drop:
+    # its counters start from 0 again, in a new holding
+    registry = StatsRegistry("A", "B")
+    stats = registry.partition("t", 0, "A.t")
+    merger = ReportMerger()
+    merger.apply(attrs.evolve(report(10, 100, 10), holding=1), stats)
+    merger.apply(attrs.evolve(report(3, 30, 13), holding=2), stats)
+    merger.apply(attrs.evolve(report(5, 50, 15), holding=2), stats)
+    assert (stats.record_count, stats.byte_count) == (15, 150)
 
 
 def test_report_of_copies_the_counters() -> None:

@@ -12,7 +12,10 @@ It answers every assignment, reports its partitions every 0.2 s (one record each
   still in the pipe when the worker's exit is seen;
 * ``FAKE_WORKER_FAIL=<path>``: the first process of slot 0 given partitions fails like data loss
   (``Exit(failed=True)``, status :data:`~mirrorlib.runtime.worker.EXIT_FAILED`) and creates
-  ``<path>``.
+  ``<path>``;
+* ``FAKE_WORKER_LOG=<path>``: each holding of a partition (from the assignment that gives it to
+  the process to the one that takes it away) is appended to ``<path>`` as a line
+  ``slot pid topic partition holding`` when its first report has been written to the pipe.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from mirrorlib.runtime.worker import EXIT_FAILED
 Key = tuple[str, int]
 
 
-def _report(held: frozenset[Key], records: int = 1) -> Report:
+def _report(held: dict[Key, int], records: int = 1) -> Report:
+    """One report: ``records`` records for each partition held (partition -> its holding)."""
     parts = tuple(
-        PartitionReport(t, p, f"A.{t}", records, 10 * records, 1, 1, None, 0, None)
-        for t, p in sorted(held)
+        PartitionReport(t, p, f"A.{t}", records, 10 * records, 1, 1, None, 0, None, holding=h)
+        for (t, p), h in sorted(held.items())
     )
     return Report(os.getpid(), parts, ())
 
@@ -61,8 +65,12 @@ def main() -> None:
     fail = fail if fail and start.slot == 0 and not os.path.exists(fail) else None
     slow = float(os.environ.get("FAKE_WORKER_SLOW_APPLY", "0"))
     final = int(os.environ.get("FAKE_WORKER_FINAL_REPORTS", "0"))
+    log = os.environ.get("FAKE_WORKER_LOG")
     lock = threading.Lock()
     held: frozenset[Key] = frozenset()
+    holdings = 0  # assignments applied
+    since: dict[Key, int] = {}  # partition -> the holding it came with
+    logged: set[tuple[Key, int]] = set()
 
     def send(message: object) -> None:
         with lock:
@@ -70,7 +78,15 @@ def main() -> None:
 
     def report() -> None:
         while True:
-            send(_report(held))
+            with lock:
+                now = {k: since[k] for k in held}
+                write_frame(out, _report(now))
+                new = [(k, h) for k, h in now.items() if (k, h) not in logged]
+                if log and new:
+                    with open(log, "a") as f:
+                        for (t, p), h in new:
+                            f.write(f"{start.slot} {os.getpid()} {t} {p} {h}\n")
+                logged.update(new)
             time.sleep(0.2)
 
     threading.Thread(target=report, daemon=True).start()
@@ -80,7 +96,7 @@ def main() -> None:
                 if final and os.fork() == 0:
                     time.sleep(0.3)  # the worker's exit was seen: its last frames come now
                     for records in range(2, final + 1):
-                        write_frame(out, _report(held, records))
+                        write_frame(out, _report({k: since[k] for k in held}, records))
                         time.sleep(0.01)
                 os._exit(0)
         if isinstance(message, Assign):
@@ -90,7 +106,11 @@ def main() -> None:
                 send(Exit("data loss", failed=True))
                 os._exit(EXIT_FAILED)
             time.sleep(slow)
-            held = message.partitions
+            with lock:
+                holdings += 1
+                for key in message.partitions - held:
+                    since[key] = holdings
+                held = message.partitions
             send(Applied(message.version))
 
 

@@ -192,28 +192,33 @@ def stopped(r: Running) -> None:
 
 
 def test_a_partition_moved_between_live_workers_is_counted_once(
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # each process of a worker reports one record per partition it holds: a partition's count
-    # is the number of processes that held it in turn, however long a release takes to confirm
+    # each process reports one record per partition for each time it was given the partition:
+    # a partition's count is the number of holdings the workers reported (their own log), however
+    # long a release takes to confirm and however briefly a partition stayed
+    log = tmp_path / "holdings"
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
     monkeypatch.setenv("FAKE_WORKER_SLOW_APPLY", "1.0")
     monkeypatch.setattr(workers, "DOWN_GRACE_S", 0.0)  # a dead slot's partitions move at once
     monkeypatch.setattr(workers, "REBALANCE_S", 0.5)
     r = Running(KEYS)
-    holders: dict[tuple[str, int], list[int | None]] = {k: [] for k in KEYS}
-    watching = threading.Event()
 
-    def watch() -> None:  # the worker of each partition, as it changes
-        while not watching.is_set():
-            for p in r.stats.snapshot().partitions:
-                seen = holders[(p.topic, p.partition)]
-                if not seen or seen[-1] != p.worker:
-                    seen.append(p.worker)
-            time.sleep(0.02)
+    def holdings() -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """partition -> (slot, pid) of each holding reported, in order."""
+        held: dict[tuple[str, int], list[tuple[int, int]]] = {k: [] for k in KEYS}
+        for line in log.read_text().splitlines() if log.exists() else ():
+            slot, pid, topic, partition, _ = line.split()
+            held[(topic, int(partition))].append((int(slot), int(pid)))
+        return held
 
-    watcher = threading.Thread(target=watch, daemon=True)
+    def moved_between_live_slots(killed: int) -> bool:
+        return any(
+            any(a[0] == 0 and b[0] == 1 and b[1] != killed for a, b in itertools.pairwise(h))
+            for h in holdings().values()
+        )
+
     r.thread.start()
-    watcher.start()
     try:
         rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
         wait_for("every partition reported", lambda: set(r.counts()) == KEYS)
@@ -222,15 +227,26 @@ def test_a_partition_moved_between_live_workers_is_counted_once(
         os.kill(pid, 9)  # slot 0 takes slot 1's partitions, then gives some back when it is up
         wait_for(
             "a partition moved from live slot 0 to slot 1",
-            lambda: any((0, 1) in itertools.pairwise(h) for h in holders.values()),
+            lambda: moved_between_live_slots(pid),
             timeout=30,
         )
-        time.sleep(2.0)  # every process reported its partitions
-        watching.set()
-        watcher.join()
-        assert r.counts() == {k: len(holders[k]) for k in KEYS}, holders
+        last: list[object] = []
+
+        def counted_once() -> bool:
+            held, counts = holdings(), r.counts()
+            last[:] = [held, counts]
+            return {k: len(v) for k, v in held.items()} == counts
+
+        def check(what: str) -> None:
+            try:
+                wait_for(what, counted_once, timeout=15)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}: holdings, counts = {last}") from None
+
+        check("each partition counted once per holding")
+        time.sleep(1.0)  # later reports do not count a holding again (a move may still come)
+        check("still counted once per holding")
     finally:
-        watching.set()
         stopped(r)
 
 

@@ -111,7 +111,9 @@ class Applied:
 @attrs.frozen
 class PartitionReport:
     """The counters of one partition in a worker (see :class:`PartitionStats`); ``ages`` and
-    ``latencies``: the record-age and replication-latency samples (ms) since the last report."""
+    ``latencies``: the record-age and replication-latency samples (ms) since the last report;
+    ``holding``: which time the process holds the partition (its counters start from 0 each
+    time it is given the partition again)."""
 
     topic: str
     partition: int
@@ -125,6 +127,7 @@ class PartitionReport:
     error: str | None
     ages: tuple[float, ...] = ()
     latencies: tuple[float, ...] = ()
+    holding: int = 0
 
 
 @attrs.frozen
@@ -179,8 +182,9 @@ def report_of(
     stats: PartitionStats,
     ages: tuple[float, ...] = (),
     latencies: tuple[float, ...] = (),
+    holding: int = 0,
 ) -> PartitionReport:
-    """The report of one partition's counters."""
+    """The report of one partition's counters (``holding``: see :class:`PartitionReport`)."""
     return PartitionReport(
         topic=topic,
         partition=partition,
@@ -194,6 +198,7 @@ def report_of(
         error=stats.error,
         ages=ages,
         latencies=latencies,
+        holding=holding,
     )
 
 
@@ -201,8 +206,9 @@ class ReportMerger:
     """Applies the reports of one worker process to the parent's counters.
 
     Counters (records, bytes, lost records) move by the difference to the same process's last
-    report of the partition, so a restarted worker (counting from 0) never moves them back;
-    positions, end offsets and errors are taken as reported.
+    report of the same holding of the partition, so a restarted worker, or one given the
+    partition again (both counting from 0), never moves them back; positions, end offsets and
+    errors are taken as reported.
     """
 
     def __init__(self) -> None:
@@ -211,6 +217,8 @@ class ReportMerger:
     def apply(self, report: PartitionReport, stats: PartitionStats) -> None:
         key = (report.topic, report.partition)
         last = self._last.get(key)
+        if last is not None and last.holding != report.holding:
+            last = None  # the process was given the partition again: it counts from 0
         self._last[key] = report
         stats.record_count += max(report.record_count - (last.record_count if last else 0), 0)
         stats.byte_count += max(report.byte_count - (last.byte_count if last else 0), 0)

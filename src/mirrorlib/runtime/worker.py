@@ -27,7 +27,7 @@ from typing import IO, Any
 import attrs
 
 from mirrorlib.core.catalog import TopicCatalog
-from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.status import PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
@@ -155,13 +155,25 @@ class _Worker:
     def report(self) -> None:
         """Send a report every :data:`REPORT_INTERVAL_S` (the heartbeat); watch the parent."""
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # age/latency sample counts
+        # partition -> (its counters, which holding): dropped and given back, a partition has
+        # new counters (from 0) and the parent must count them anew
+        holdings: dict[tuple[str, int], tuple[PartitionStats, int]] = {}
+        held = 0
         while not self.stop.wait(REPORT_INTERVAL_S):
             if os.getppid() != self.start.parent_pid:
                 self._orphaned("its parent process is gone")
                 self.stop.set()
                 return
             parts = []
-            for key, st in sorted(self.stats.partitions().items()):
+            current = self.stats.partitions()
+            for key in holdings.keys() - current.keys():
+                del holdings[key]
+            for key, st in sorted(current.items()):
+                known = holdings.get(key)
+                if known is None or known[0] is not st:
+                    held += 1
+                    holdings[key] = known = (st, held)
+                    seen.pop(key, None)
                 ages, latencies = seen.get(key, (0, 0))
                 parts.append(
                     report_of(
@@ -174,6 +186,7 @@ class _Worker:
                             if st.latency.count > latencies and st.latency.last
                             else ()
                         ),
+                        holding=known[1],
                     )
                 )
                 seen[key] = (st.age.count, st.latency.count)

@@ -413,8 +413,9 @@ class Supervisor:
                 proc.applied = max(proc.applied, message.version)
                 released = [k for v, k in proc.releasing if v <= proc.applied]
                 proc.releasing = [(v, k) for v, k in proc.releasing if v > proc.applied]
-            # confirmed: the process reports them no more (if given back, it counts anew; one
-            # given back before it confirmed the release may never have left it: kept)
+            # confirmed: the process reports them no more (one given back before it confirmed
+            # the release may never have left it: kept; one that left and came back is a new
+            # holding in its reports, counted anew by the merger)
             for key in frozenset().union(*released) - proc.sent:
                 proc.merger.forget(key)
             self._replan = True

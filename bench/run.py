@@ -37,7 +37,7 @@ from mirrorlib.testing import KAFKA_VERSION, JvmOptions, java_executable, start_
 ROOT = Path(__file__).resolve().parent.parent
 # Sized so that the fastest contender needs a few seconds per cell (shorter cells were dominated
 # by noise on a shared 2-core machine), and the whole default run stays under half an hour.
-DEFAULT_MATRIX = [(100, 400_000), (1024, 250_000), (10240, 40_000)]
+DEFAULT_MATRIX = [(100, 400_000), (1024, 250_000), (10240, 100_000)]
 PARTITIONS = (1, 16)
 WARMUP = (1024, 20_000)
 REPLICATORS = (
@@ -138,27 +138,32 @@ def warm_brokers(a: Any, b: Any, prefix: str, work: Path) -> None:
 
     Producing alone leaves the brokers' fetch and replication paths cold: in runs before this
     existed, the contender measured first ran against brokers that were still compiling them
-    (its preloads ran at half the rate of later ones)."""
+    (its preloads ran at half the rate of later ones). Before 10 KiB records were part of it,
+    10 KiB cells measured in the first minutes ran at half the rate of later ones, for every
+    contender alike (``bench/results/2026-11-23-1446.json``: 10k-16k records/s rising to 24k-32k)."""
     n = 1_000_000 if not os.environ.get("BENCH_SHORT_WARMUP") else 100_000
-    topics = {f"{prefix}warm-{size}": 4 for size in (100, 1024)}
+    counts = {100: n, 1024: n // 4, 10240: n // 25}
+    topics = {f"{prefix}warm-{size}": 16 if size == 10240 else 4 for size in counts}
     kio.create_topics(a.bootstrap_servers, topics)
     for t in topics:
         size = int(t.rsplit("-", 1)[1])
-        kio.producer_performance(work, a.bootstrap_servers, t, n if size == 100 else n // 4, size)
+        kio.producer_performance(work, a.bootstrap_servers, t, counts[size], size)
     loop = make(stats.BARE_LOOP, 999, work)
     loop.start(a, b, list(topics), prefix + ".*")
     ob = kio.Offsets(b.bootstrap_servers)
     try:
         for t in topics:
             size = int(t.rsplit("-", 1)[1])
-            want = n if size == 100 else n // 4
-            if ob.wait_total(loop.remote(t), want, 300, check=loop.alive_or_raise) is None:
+            if ob.wait_total(loop.remote(t), counts[size], 300, check=loop.alive_or_raise) is None:
                 raise RuntimeError("broker warm-up copy did not complete")
     finally:
         ob.close()
         loop.stop()
         drop_topics(a, b, prefix)
-    log(f"brokers warmed: {n:,} x 100 B and {n // 4:,} x 1 KiB copied A -> B and discarded")
+    log(
+        f"brokers warmed: {n:,} x 100 B, {n // 4:,} x 1 KiB and {n // 25:,} x 10 KiB copied"
+        " A -> B and discarded"
+    )
 
 
 def throughput_phase(
@@ -678,8 +683,8 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": sizes,
         "partitions": list(parts),
         "warmup": {
-            "brokers": "100,000 x 1 KiB produced per cluster, then 1,000,000 x 100 B and "
-            "250,000 x 1 KiB copied A -> B by the bare loop, discarded",
+            "brokers": "100,000 x 1 KiB produced per cluster, then 1,000,000 x 100 B, "
+            "250,000 x 1 KiB and 40,000 x 10 KiB copied A -> B by the bare loop, discarded",
             "replicators": f"{WARMUP[1]:,} x {stats.size_label(WARMUP[0])}, discarded",
         },
         "preload_producer_props": kio.PRODUCER_PROPS,

@@ -8,6 +8,7 @@ from mirrorlib.core.pacing import (
     batch_length,
     halved_budget,
     record_size,
+    size_check_above,
 )
 
 
@@ -34,6 +35,16 @@ def test_a_records_size_counts_key_value_headers_and_framing() -> None:
     assert record_size(Record(None)) == RECORD_OVERHEAD
     rec = Record(b"v" * 10, b"kk", [("h", b"123"), ("n", None)])
     assert record_size(rec) == RECORD_OVERHEAD + 10 + 2 + (1 + 3) + 1
+
+
+def test_a_record_whose_value_alone_can_exceed_the_limit_is_measured() -> None:
+    limit = 1_048_588
+    above = size_check_above(limit)
+    # any record larger than the limit with a value this short has key + headers above half of it
+    too_large = Record(b"v" * above, b"k" * (limit - above))
+    assert record_size(too_large) > limit and len(too_large.key() or b"") > limit // 2
+    assert record_size(Record(b"v" * (above + 1))) <= limit  # measured, and passes
+    assert size_check_above(None) > 2**60  # no known limit: nothing is measured
 
 
 def test_only_partitions_whose_limit_is_below_the_batch_size_are_paced() -> None:

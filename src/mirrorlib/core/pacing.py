@@ -21,6 +21,7 @@ __all__ = [
     "batch_length",
     "halved_budget",
     "record_size",
+    "size_check_above",
 ]
 
 #: bytes a single-record batch adds around a record's key and value (batch header and varints)
@@ -35,6 +36,17 @@ class Sized(Protocol):
     def value(self) -> bytes | None: ...
 
     def headers(self) -> Iterable[tuple[str, bytes | None]] | None: ...
+
+
+def size_check_above(max_bytes: int | None) -> int:
+    """The value length above which a record is measured (:func:`record_size`) against the
+    remote topic's ``max_bytes`` before it is produced; below it the per-record hot loops skip
+    the measuring. A record with a smaller value exceeds ``max_bytes`` only through a large key
+    or headers: the target refuses it then, which parks the partition all the same."""
+    return _UNLIMITED if max_bytes is None else max_bytes // 2 - RECORD_OVERHEAD
+
+
+_UNLIMITED = 1 << 62
 
 
 def record_size(msg: Sized) -> int:

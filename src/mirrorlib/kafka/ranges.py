@@ -40,7 +40,13 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirrorlib.core.acks import InFlight, record_syncs
 from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
-from mirrorlib.core.pacing import batch_budget, batch_length, halved_budget, record_size
+from mirrorlib.core.pacing import (
+    batch_budget,
+    batch_length,
+    halved_budget,
+    record_size,
+    size_check_above,
+)
 from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
@@ -369,6 +375,7 @@ class _Lane:
     __slots__ = (
         "acks",
         "budget",
+        "check_above",
         "ktp",
         "max_bytes",
         "parked_at",
@@ -397,6 +404,7 @@ class _Lane:
         self.ktp = KafkaTopicPartition(r.topic, r.partition)
         self.remote = remote
         self.max_bytes = max_bytes
+        self.check_above = size_check_above(max_bytes)  # (a per-record check skipped below)
         self.budget = budget
         self.result = PartitionResult(r.topic, r.partition, r.start, r.end, r.start, budget=budget)
         self.read_done = r.end <= r.start
@@ -557,55 +565,66 @@ class _Copy:
 
     # -- reading and producing
 
-    def copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912 - the per-record hot loop, kept whole
+    def copy(self, msgs: list[Any]) -> None:  # noqa: PLR0912, PLR0915 - the per-record hot loop, kept whole
         """Produce a consumed batch. Per record only the produce call and remembering its
         upstream offset and size; the rest once per run of one partition."""
         produce: Any = self.producer.produce  # (per-record delivery callbacks: InFlight's)
         lanes = self.lanes
         key: tuple[str, int] | None = None
         lane: _Lane | None = None
+        skip = True  # the records of this run are not copied (not ours, done, parked, rewound)
         last_off, last_ts = -1, 0
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 self._on_read_error(msg, err)
+                key = None  # it may have changed a lane: the next record looks again
                 continue
             tp = (msg.topic(), msg.partition())
             if tp != key:
                 if lane is not None and last_off >= 0:
                     lane.acks.end_run(last_off, last_ts)
                 key, lane, last_off = tp, lanes.get(tp), -1
-            if lane is None or lane.read_done or lane.stopped or lane.rewind is not None:
+                skip = lane is None or lane.read_done or lane.stopped or lane.rewind is not None
+                if lane is not None and not skip:
+                    res = lane.result
+                    start, end = res.start, res.end
+                    paced, check_above = lane.paced, lane.check_above
+                    remote, partition, dr = lane.remote, tp[1], lane.acks.on_delivery
+                    produced, sized = lane.acks.produced, lane.sizes.append
+            if skip:
                 continue
+            assert lane is not None  # (not skipped: a lane of this task)
             off = msg.offset()
-            res = lane.result
-            if off < res.start:
+            if off < start:
                 continue  # fetched for an earlier task of these clients
-            if off + 1 >= res.end:
+            if off + 1 >= end:
                 self._read_done(lane)
-                if off >= res.end:
+                if off >= end:
                     continue
-            if lane.paced:
+            if paced:
                 lane.pending.append(msg)
                 if len(lane.pending) >= 10_000:
                     self._pause(lane)
                 continue
-            if lane.max_bytes is not None and self._oversized(lane, msg):
-                continue
             value = msg.value()
+            if value is not None and len(value) > check_above and self._oversized(lane, msg):
+                skip = True  # parked: nothing more of this partition counts
+                continue
             ts = msg.timestamp()[1]
             try:
                 # positional: topic, value, key, partition, callback, on_delivery, timestamp,
                 # headers (no keyword dict per record)
                 produce(
-                    lane.remote, value, msg.key(), tp[1], lane.acks.on_delivery, None,
-                    ts if ts > 0 else 0, msg.headers(),
+                    remote, value, msg.key(), partition, dr, None, ts if ts > 0 else 0,
+                    msg.headers(),
                 )  # fmt: skip
             except (BufferError, KafkaException):
                 if not self._send(lane, msg, value, ts):
+                    skip = True  # parked
                     continue
-            lane.acks.produced(off)
-            lane.sizes.append(len(value) if value is not None else 0)
+            produced(off)
+            sized(len(value) if value is not None else 0)
             last_off, last_ts = off, ts
         if lane is not None and last_off >= 0:
             lane.acks.end_run(last_off, last_ts)

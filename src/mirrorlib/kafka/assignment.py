@@ -1,0 +1,276 @@
+"""How the copier gets its partitions, and where each starts.
+
+Either a *group subscription* (the flow's consumer group on the source cluster,
+cooperative-sticky assignment, the rebalance callbacks assigning and revoking partitions
+incrementally; a static member's stale assignment is renewed) or a *direct assignment* (worker
+mode: the partitions a supervisor gives the copier through a :class:`DirectAssignment`). A
+partition starts at its stored position, else where ``auto.offset.reset`` says; with ``latest``,
+where it started in the first client life is kept across client restarts. See
+:mod:`mirrorlib.kafka.copier`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.pacing import batch_budget
+from mirrorlib.kafka.parts import CopierContext, Part
+from mirrorlib.kafka.positions import PositionStore
+
+__all__ = ["Assignment", "DirectAssignment"]
+
+# the copier's records: logged under its name
+log = logging.getLogger("mirrorlib.kafka.copier")
+
+# seconds between two renewals of a stale static-member assignment
+_RESUBSCRIBE_MIN_S = 10.0
+
+
+class DirectAssignment:
+    """The partitions a worker copier is to copy, set from another thread (see the module).
+
+    :meth:`set` publishes a numbered assignment; the copier applies it on its next round (its
+    dropped partitions committed and unassigned first) and then calls ``applied(version)``."""
+
+    def __init__(self, applied: Callable[[int], None]) -> None:
+        self._lock = threading.Lock()
+        self._version = -1
+        self._partitions: frozenset[tuple[str, int]] = frozenset()
+        self.applied = applied
+
+    def set(self, version: int, partitions: Iterable[tuple[str, int]]) -> None:
+        with self._lock:
+            self._version, self._partitions = version, frozenset(partitions)
+
+    def wanted(self) -> tuple[int, frozenset[tuple[str, int]]]:
+        with self._lock:
+            return self._version, self._partitions
+
+
+class Assignment:
+    """The copier's partitions: follows the catalog (subscription, remote topics) and the group
+    or the ``direct`` assignment, adding and removing :class:`~mirrorlib.kafka.parts.Part`\\ s of
+    the shared partition map (see the module).
+
+    ``refresh_metadata`` makes the target producer learn the partitions of grown remote topics."""
+
+    def __init__(
+        self,
+        ctx: CopierContext,
+        catalog: TopicCatalog,
+        positions: PositionStore,
+        direct: DirectAssignment | None,
+        *,
+        refresh_metadata: Callable[[list[str]], None],
+    ) -> None:
+        self._ctx = ctx
+        self._catalog = catalog
+        self._positions = positions
+        self.direct = direct
+        self._refresh_metadata = refresh_metadata
+        self._direct_version = -1  # the assignment version applied
+        self._catalog_version = -1
+        self._subscribed: list[str] = []
+        # auto.offset.reset=latest: where partitions without a stored position started in this
+        # copier's first run; a restart of its clients resumes them there (remember_starts)
+        self._starts: dict[tuple[str, int], int] = {}
+        self._resubscribed = 0.0  # when a stale static assignment was last renewed
+
+    def idle(self) -> bool:
+        """Nothing to copy: no partition given (worker mode), or no topic to subscribe to."""
+        return not (self._ctx.parts if self.direct is not None else self._subscribed)
+
+    def reset(self) -> None:
+        """The clients closed: the next ones subscribe or apply the assignment anew."""
+        self._subscribed = []
+        self._catalog_version = -1
+        self._direct_version = -1
+
+    def remember_starts(self) -> None:
+        """Before the clients close: where each partition without a stored position started
+        (``auto.offset.reset=latest``), so that a restart of the clients resumes it there, not at
+        the end of the log again, which would skip the records produced meanwhile and never
+        committed (an aborted transaction, or positions not flushed yet)."""
+        ctx = self._ctx
+        if ctx.s.auto_offset_reset != "latest" or ctx.consumer is None:
+            return
+        fresh = [
+            p
+            for p in ctx.parts.values()
+            if p.key not in self._starts and self._positions.last_replicated(*p.key) is None
+        ]
+        if not fresh:
+            return
+        try:
+            consumed = ctx.consumer.position([KafkaTopicPartition(*p.key) for p in fresh])
+        except KafkaException:
+            consumed = []
+        at = {(t.topic, t.partition): t.offset for t in consumed if t.offset >= 0}
+        for part in fresh:
+            unsettled = (part.first_to_copy_again(), at.get(part.key))
+            start = min((o for o in unsettled if o is not None), default=None)
+            if start is not None:
+                self._starts[part.key] = start
+
+    # -- subscription and assignment -------------------------------------------------------------
+
+    def sync_subscription(self) -> None:
+        """Follow the catalog: remote topics (names, partitions, ``max.message.bytes``) and,
+        unless in worker mode, the subscription."""
+        if self._catalog.version == self._catalog_version:
+            return
+        ctx = self._ctx
+        version, topics = self._catalog.snapshot()
+        self._catalog_version = version
+        grown = [
+            rt.name
+            for topic, rt in topics.items()
+            if (old := ctx.remote_of.get(topic)) is not None and rt.partitions > old.partitions
+        ]
+        ctx.remote_of = topics
+        if grown:
+            self._refresh_metadata(grown)
+        for part in ctx.parts.values():  # partitions may have grown on the target
+            rt = topics.get(part.key[0])
+            if rt is not None:
+                part.remote = rt.name
+                if rt.max_message_bytes != part.max_bytes:
+                    part.max_bytes = rt.max_message_bytes
+                    part.budget = batch_budget(part.max_bytes, ctx.batch_size)
+        if self.direct is not None:
+            return  # worker mode: the parent assigns partitions (sync_assignment)
+        names = sorted(topics)
+        if names == self._subscribed:
+            return
+        self._subscribed = names
+        if names:
+            ctx.consumer.subscribe(
+                names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        else:
+            ctx.consumer.unsubscribe()
+
+    def sync_assignment(self) -> None:
+        """Worker mode: apply the parent's latest assignment (dropped partitions are committed
+        and unassigned first), then confirm it."""
+        assert self.direct is not None
+        parts, consumer = self._ctx.parts, self._ctx.consumer
+        version, wanted = self.direct.wanted()
+        if version == self._direct_version:
+            return
+        gone = [KafkaTopicPartition(t, p) for (t, p) in sorted(set(parts) - wanted)]
+        if gone:
+            self._on_revoke(consumer, gone)
+        new = [KafkaTopicPartition(t, p) for (t, p) in sorted(wanted - set(parts))]
+        if new:
+            self._on_assign(consumer, new)
+        self._direct_version = version
+        self.direct.applied(version)
+
+    def check_static_assignment(self, now: float) -> None:
+        """A static member (``group.instance.id``) that rejoins as the group's leader gets its
+        previous assignment back without a rebalance, even when its subscription changed
+        (librdkafka does not act on the broker's "skip assignment"): partitions of topics it no
+        longer subscribes to are held paused (never copied) and the subscription is renewed,
+        which makes the group assign again."""
+        ctx = self._ctx
+        if self.direct is not None or not ctx.s.group_instance_id or not self._subscribed:
+            return
+        if now - self._resubscribed < _RESUBSCRIBE_MIN_S:
+            return
+        stale = [t for t in ctx.consumer.assignment() if t.topic not in self._subscribed]
+        if not stale:
+            return
+        self._resubscribed = now
+        log.info(
+            "flow %s: the group assigned partitions of topics not replicated any more (%s): "
+            "subscribing again",
+            ctx.s.name,
+            sorted({t.topic for t in stale}),
+        )
+        ctx.consumer.unsubscribe()
+        ctx.consumer.subscribe(
+            self._subscribed,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        ctx = self._ctx
+        s = ctx.s
+        foreign = [t for t in partitions if self.direct is None and t.topic not in self._subscribed]
+        if foreign:  # a static member's stale assignment: held paused, never copied
+            consumer.incremental_assign(foreign)
+            consumer.pause(foreign)
+            partitions = [t for t in partitions if t.topic in self._subscribed]
+        if not partitions:
+            consumer.incremental_assign([])
+            return
+        started = time.monotonic()
+        self._positions.refresh(timeout=s.admin_timeout)
+        log.debug("flow %s: positions read in %.2fs", s.name, time.monotonic() - started)
+        assign = []
+        for ktp in partitions:
+            key = (ktp.topic, ktp.partition)
+            rt = ctx.remote_of.get(ktp.topic)
+            remote = (
+                rt.name if rt is not None else s.policy.format_remote_topic(s.source, ktp.topic)
+            )
+            stats = ctx.stats.partition(ktp.topic, ktp.partition, remote)
+            part = Part(key, remote, stats, ctx.ready.append)
+            part.max_bytes = rt.max_message_bytes if rt is not None else None
+            part.budget = batch_budget(part.max_bytes, ctx.batch_size)
+            last = self._positions.last_replicated(*key)
+            part.acked = last
+            ctx.parts[key] = part
+            if last is not None:
+                start = last + 1
+                stats.position = start
+            elif s.auto_offset_reset == "latest":
+                start = self._starts.get(key, OFFSET_END)
+            else:
+                start = OFFSET_BEGINNING
+            ctx.emitter.forget(part.tp)
+            if rt is not None and ktp.partition >= rt.partitions:
+                part.parked_until = time.monotonic() + 1.0
+                stats.error = f"waiting for partition {ktp.partition} of {rt.name} on {s.target}"
+            assign.append(KafkaTopicPartition(ktp.topic, ktp.partition, start))
+        log.info("flow %s: assigned %s", s.name, [f"{t.topic}-{t.partition}" for t in assign])
+        consumer.incremental_assign(assign)
+        for ktp in assign:
+            part = ctx.parts[(ktp.topic, ktp.partition)]
+            if part.parked_until:
+                consumer.pause([KafkaTopicPartition(ktp.topic, ktp.partition)])
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        try:
+            self._ctx.committer.checkpoint(only=keys)
+        finally:
+            self._forget(keys)
+            consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = {(t.topic, t.partition) for t in partitions}
+        self._ctx.committer.lost()
+        self._forget(keys)
+        consumer.incremental_unassign(partitions)
+
+    def _forget(self, keys: set[tuple[str, int]]) -> None:
+        ctx = self._ctx
+        for key in keys:
+            part = ctx.parts.pop(key, None)
+            if part is not None:
+                ctx.emitter.forget(part.tp)
+                ctx.queued.discard(part)
+            ctx.stats.drop_partition(*key)
+        ctx.committer.forget(keys)

@@ -99,7 +99,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
-from mirrorlib.core.pacing import RECORD_OVERHEAD, batch_length
+from mirrorlib.core.pacing import batch_length, size_check_above
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import StuckProducer
@@ -481,9 +481,7 @@ class Copier:
                     sent_append = part.produced
                     remote, dr = part.remote, part.on_delivery
                     # records this large are checked against max.message.bytes (no limit: none)
-                    half_max = (
-                        _NO_LIMIT if part.max_bytes is None else part.max_bytes // 2
-                    ) - RECORD_OVERHEAD
+                    half_max = size_check_above(part.max_bytes)
                     queue = None
                     if part.budget is not None or part.pending:
                         queue = part.pending.append

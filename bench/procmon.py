@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -98,3 +99,40 @@ class ProcMonitor:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
+
+
+def machine_busy_seconds() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat, all cores, idle and iowait
+    excluded)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK
+
+
+class MachineWindow:
+    """What the whole machine and the brokers did during a measured window: cores busy per
+    second of wall time, for the machine and for the broker processes (``broker_pids``). Shows
+    whether a contender had cores left to take (two cores run the brokers of both clusters,
+    the replicator and the harness)."""
+
+    def __init__(self, broker_pids: list[int]) -> None:
+        self.broker_pids = broker_pids
+        self._t0 = 0.0
+        self._machine0 = 0.0
+        self._brokers0 = 0.0
+        self.start()
+
+    def _brokers(self) -> float:
+        return sum(tree_cpu_seconds(p) for p in self.broker_pids)
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._machine0 = machine_busy_seconds()
+        self._brokers0 = self._brokers()
+
+    def cores(self) -> dict[str, float]:
+        """``machine_cores`` and ``brokers_cores``: CPU seconds per second since :meth:`start`."""
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        return {
+            "machine_cores": round((machine_busy_seconds() - self._machine0) / wall, 2),
+            "brokers_cores": round((self._brokers() - self._brokers0) / wall, 2),
+        }

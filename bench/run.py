@@ -29,7 +29,7 @@ import confluent_kafka
 import mirrorlib
 from bench import contenders, kio, stats
 from bench.contenders import Contender, make
-from bench.procmon import ProcMonitor
+from bench.procmon import MachineWindow, ProcMonitor
 from bench.scenario import run_scenario
 from bench.wait import parse_cells
 from mirrorlib.testing import KAFKA_VERSION, JvmOptions, java_executable, start_clusters
@@ -127,6 +127,11 @@ def versions(rev: str) -> dict[str, Any]:
 # -- throughput -----------------------------------------------------------------------------------
 
 
+def broker_pids(*clusters: Any) -> list[int]:
+    """The broker processes of the local clusters (their JVMs' pids)."""
+    return [pid for c in clusters if (pid := getattr(c, "pid", None))]
+
+
 def drop_topics(a: Any, b: Any, prefix: str) -> None:
     """Delete a contender's (or the warm-up's) topics: ``prefix...`` on A, their copies on B."""
     kio.delete_topics(a.bootstrap_servers, re.escape(prefix) + ".*")
@@ -218,6 +223,7 @@ def throughput_phase(
             t0 = time.monotonic()
             cpu0 = mon.cpu()
             mon.reset_window()
+            window = MachineWindow(broker_pids(a, b))
             t1 = ob.wait_total(
                 contender.remote(topic),
                 n,
@@ -230,7 +236,7 @@ def throughput_phase(
             row = stats.throughput(
                 contender.id, record_size=size, partitions=parts, records=n, seconds=t1 - t0,
                 cpu_s=cpu1 - cpu0, peak_rss_mb=mon.window_peak_mb(),
-                preload_records_per_s=pre["records_per_s"],
+                preload_records_per_s=pre["records_per_s"], **window.cores(),
             )  # fmt: skip
             rows.append(row)
             log(
@@ -302,6 +308,7 @@ def _spark_cell(
         if first is None:
             raise RuntimeError(f"{contender.id}: no record of {topic} on the target")
         cpu_first = mon.cpu()
+        window = MachineWindow(broker_pids(a, b))
         last = ob.wait_total(
             remote, n, max(300.0, n * size / 2e6), interval=0.02,
             check=contender.alive_or_raise,
@@ -309,6 +316,7 @@ def _spark_cell(
         if last is None:
             raise RuntimeError(f"{contender.id}: {topic} not complete on the target")
         cpu_last = mon.cpu()
+        cores = window.cores()  # while copying: first to last record
         peak = mon.peak_mb()
         status = contender.wait(120)
         exited = time.monotonic() if status is not None else None
@@ -320,7 +328,7 @@ def _spark_cell(
     row = stats.spark_throughput(
         contender.id, record_size=size, partitions=parts, records=n, started=started,
         first=first, last=last, exited=exited, cpu_at_first=cpu_first,
-        cpu_at_last=cpu_last, peak_rss_mb=peak, exit_status=status,
+        cpu_at_last=cpu_last, peak_rss_mb=peak, exit_status=status, **cores,
     )  # fmt: skip
     log(
         f"{contender.id} {cell_name(size, parts)}: {row['records_per_s']:,.0f} rec/s to "

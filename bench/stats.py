@@ -341,6 +341,8 @@ def spark_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "cpu_s_per_million": r.get("cpu_s_per_million"),
                 "copy_cpu_s_per_million": r.get("copy_cpu_s_per_million"),
                 "peak_rss_mb": r.get("peak_rss_mb"),
+                "machine_cores": r.get("machine_cores"),
+                "brokers_cores": r.get("brokers_cores"),
                 "copy_vs_embedded": ratio(copy, ml.get("records_per_s")),
                 "copy_vs_local1": (
                     None
@@ -371,6 +373,8 @@ def spark_table(items: Sequence[Mapping[str, Any]]) -> str:
             ("CPU-s / M (whole job)", "cpu_s_per_million"),
             ("CPU-s / M (copying)", "copy_cpu_s_per_million"),
             ("CPU (copying) ÷ embedded", "cpu_vs_embedded"),
+            ("machine cores busy (copying)", "machine_cores"),
+            ("brokers' cores (copying)", "brokers_cores"),
             ("peak RSS MB", "peak_rss_mb"),
         ],
     )

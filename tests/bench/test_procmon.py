@@ -39,3 +39,24 @@ def test_tree_cpu_counts_children_reaped_inside_the_tree():
             subprocess.run(["kill", str(pid)], check=False)
         root.kill()
         root.wait(10)
+
+
+def test_machine_window_counts_a_busy_broker_process_and_the_machine() -> None:
+    """A process busy for the whole window shows as about one core of the 'brokers' and of the
+    machine; an idle one as none."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)  # started
+        spinning = procmon.MachineWindow([busy.pid])
+        sleeping = procmon.MachineWindow([idle.pid])
+        time.sleep(1.0)
+        hot, cold = spinning.cores(), sleeping.cores()
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait()
+        idle.wait()
+    assert 0.5 <= hot["brokers_cores"] <= 1.1
+    assert hot["machine_cores"] >= 0.5
+    assert cold["brokers_cores"] <= 0.1

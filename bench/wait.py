@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench import kio
-from bench.procmon import ProcMonitor, tree_cpu_seconds
+from bench.procmon import ProcMonitor, machine_busy_seconds, tree_cpu_seconds
 from mirrorlib.testing import JvmOptions, start_clusters
 from mirrorlib.testing.config import render_properties
 from mirrorlib.testing.mm2 import mm2_properties
@@ -267,15 +267,6 @@ def summary_line(name: str, cell: str, r: Mapping[str, Any]) -> str:
     )
 
 
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far (/proc/stat, all cores)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    total = sum(fields[:8])
-    tick = os.sysconf("SC_CLK_TCK")
-    return (total - idle) / tick, total / tick
-
-
 def machine_row(
     before: Mapping[str, float], after: Mapping[str, float], wall: float
 ) -> dict[str, float]:
@@ -327,9 +318,8 @@ def run_variant(
     rows = []
 
     def cpu_now() -> dict[str, float]:
-        busy, _ = machine_busy()
         return {
-            "machine": busy,
+            "machine": machine_busy_seconds(),
             "copier": tree_cpu_seconds(proc.pid),
             "broker_source": tree_cpu_seconds(a.pid),
             "broker_target": tree_cpu_seconds(b.pid),

@@ -184,9 +184,10 @@ def test_json_into_a_closed_pipe_is_quiet(files: Files) -> None:
 def test_run_reports_an_unreachable_cluster_and_exits_1_on_sigterm(files: Files) -> None:
     config = files.write("good.properties", _GOOD)
     proc = start_run(config, "--timeout", "1")
-    stopped = stop_after_line(
-        proc, f"cluster B (127.0.0.1:{files.port}) is unreachable", within=20, exit_within=30
-    )
+    # the file enables A->B; B->A runs too (heartbeats only, as in MM2): wait for A->B's own
+    # report, since B->A's may come first
+    stopped = stop_after_line(proc, "flow A->B: cluster ", within=20, exit_within=30)
+    assert f"cluster B (127.0.0.1:{files.port}) is unreachable" in stopped.seen, stopped.seen
     assert proc.returncode == EXIT_FAILURE, stopped.stderr
     assert "mirrorlib: flow A->B never came up: connection: cluster " in stopped.rest
     assert "Traceback" not in stopped.rest

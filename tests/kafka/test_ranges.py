@@ -11,7 +11,12 @@ import pytest
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.errors import ClusterTimeoutError
-from mirrorlib.kafka.ranges import SourceView, copy_ranges, kept_clients
+from mirrorlib.kafka.ranges import (
+    SourceView,
+    copy_ranges,
+    kept_clients,
+    store_positions,
+)
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique
 from tests.runtime.conftest import config, produce, read_all
@@ -91,6 +96,27 @@ def test_a_failed_task_closes_its_clients_instead_of_keeping_them(
 
     assert copy_ranges(s, [Range(topic, 0, 0, 5)]).records == 5  # new clients, kept after
     assert kept_clients() == kept
+
+
+def test_stored_positions_are_where_a_new_query_starts(
+    two_clusters: ClusterSet,
+) -> None:
+    a, b = two_clusters
+    topic, offsets_topic = unique("rg"), unique("offsets")
+    a.create_topic(topic, 2)
+    b.create_topic(f"A.{topic}", 2)
+    b.create_topic(offsets_topic, 3)
+    produce(a, topic, [{"value": b"v", "partition": p, "timestamp": TS0} for p in (0, 1)] * 5)
+    cfg = config(two_clusters, ["A->B"], **{"offset.storage.topic": offsets_topic})
+    (flow,) = cfg.pairs_for_targets(["B"])
+    s = FlowSettings.from_config(cfg, flow)
+    assert s.offset_storage_topic == offsets_topic
+    store_positions(s, 3, {(topic, 0): 3, (topic, 1): 1})
+    view = SourceView(s, offsets_topic_partitions=3)
+    try:
+        assert view.starting_offsets([(topic, 0), (topic, 1)]) == {(topic, 0): 4, (topic, 1): 2}
+    finally:
+        view.close()
 
 
 def test_the_source_view_waits_for_remote_partitions_a_backfill_would_pin(

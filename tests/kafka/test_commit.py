@@ -154,6 +154,7 @@ def test_an_acknowledged_run_moves_the_position_and_sends_every_due_sync() -> No
     committer = flow.committer
     assert isinstance(committer, PositionCommitter)
     assert flow.part.acked == 149 and flow.part.stats.position == 150
+    assert flow.part.stats.record_count == 50  # counted when acknowledged
     assert committer.unwritten == {KEY}
     # offset.lag.max=10: the first record, then every 11 records (as one record() per record)
     assert flow.sent == [(100, 1000), (111, 1011), (122, 1022), (133, 1033), (144, 1044)]
@@ -207,7 +208,9 @@ def test_exactly_once_moves_positions_and_syncs_only_when_the_transaction_commit
     flow.acknowledge([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
     assert committer.pending_syncs == [(flow.part, 0, 0, 5)]
     assert flow.part.acked is None and not flow.sent  # nothing counts before the commit
+    assert flow.part.stats.record_count == 0
     committer.checkpoint()
+    assert flow.part.stats.record_count == 5
     assert flow.producer.calls == ["begin", "commit"] and not committer.in_transaction
     [(_, value, _)] = flow.producer.produced  # the position went into the transaction
     assert value == b"4" and flow.positions.remembered == {KEY: 4}
@@ -231,6 +234,7 @@ def test_an_aborted_transaction_rewinds_every_partition(how: str) -> None:
     assert flow.producer.calls == ["begin", "abort"] and not committer.in_transaction
     assert flow.rewound == [flow.part] and flow.part.outstanding == 0
     assert flow.part.txn_last is None and flow.part.acked is None and not committer.pending_syncs
+    assert flow.part.stats.record_count == 0  # an aborted transaction's records do not count
     committer.lost()  # no transaction open: nothing to abort
     assert flow.producer.calls == ["begin", "abort"]
 

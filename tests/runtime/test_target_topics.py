@@ -168,13 +168,18 @@ def test_exactly_once_parks_a_partition_at_a_refused_record_and_copies_the_other
 ) -> None:
     """A refused record fails its transaction: it is aborted and every partition of it rewound
     (with nothing committed yet, to the first record it produced, not to the beginning of the
-    log); the refusing partition waits at the refused record, the others are copied once."""
+    log); the refusing partition waits at the refused record, the others are copied once. The
+    status counts the committed records only (the aborted transaction's are copied again)."""
     _, b = two_clusters
     topic = "latest.abort"
-    with _a_refused_record_in_a_latest_flow(two_clusters, topic):
+    with _a_refused_record_in_a_latest_flow(two_clusters, topic) as (r, _):
         time.sleep(3)
+        counted = {
+            p.partition: p.record_count for p in r.status()[0].partitions if p.topic == topic
+        }
     assert committed(b, f"A.{topic}", 0) == []
     assert committed(b, f"A.{topic}", 1) == [b"after-%d" % i for i in range(20)]
+    assert counted == {0: 0, 1: 20}
     everything = [m.value() for m in read_all(b, f"A.{topic}")]  # aborted records too
     assert not [v for v in everything if v.startswith(b"history-")], everything[:5]
 

@@ -173,6 +173,7 @@ class PositionCommitter(Committer):
 
     def acknowledged(self, part: PartitionProgress, acks: Acknowledged) -> None:
         up_last = acks.upstream[-1]
+        part.stats.record_count += acks.count
         part.acked = up_last
         part.stats.position = up_last + 1
         self._moved.add(part.key)
@@ -313,6 +314,8 @@ class TransactionCommitter(Committer):
                 part.stats.position = part.txn_last + 1
                 part.txn_last = None
         self.drain_acks()  # the commit served the transaction's last delivery reports
+        for part, _, _, count in self._syncs:
+            part.stats.record_count += count  # copied now (an aborted transaction's are not)
         if self.s.emit_offset_syncs_enabled:
             for part, up, down, count in self._syncs:
                 if self.parts.get(part.key) is part:

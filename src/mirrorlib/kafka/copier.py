@@ -635,8 +635,7 @@ class Copier:
             self._parking.refusals(part, acks)
         if not acks.count:
             return False
-        st = part.stats
-        st.record_count += acks.count
+        st = part.stats  # (the committer counts the records: exactly-once, when they commit)
         if acks.tail_timestamp > 0:  # replication-latency-ms is sampled from it in the loop
             st.tail_timestamp_ms = acks.tail_timestamp
             self._acked_since_sample.add(part)

@@ -401,9 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, src, extra in order:
                 k += 1
                 log(f"round {rnd + 1}: {name} ({src}, {extra})")
-                got = run_variant(
-                    a, b, k, name, src, extra, work, parse_cells(args.cells) or CELLS
-                )
+                got = run_variant(a, b, k, name, src, extra, work, parse_cells(args.cells) or CELLS)
                 rows += [dict(r, round=rnd) for r in got]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

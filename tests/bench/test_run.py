@@ -1,0 +1,23 @@
+"""``python -m bench.run`` refuses what would silently measure something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bench.run import main
+
+
+@pytest.mark.parametrize("name", ["elsewhere/src", "v-patched"])
+def test_a_mirrorlib_src_without_mirrorlib_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A wrong ``--mirrorlib-src`` (no ``mirrorlib`` package in it, or not a ``src/``
+    directory) used to run the installed package under the patch's name."""
+    src = tmp_path / name
+    (src / "mirrorlib").mkdir(parents=True)  # a package directory without __init__.py
+    if name == "v-patched":
+        (src / "mirrorlib" / "__init__.py").write_text("")  # a package, but not in src/
+    monkeypatch.setenv("BENCH_WORK_DIR", str(tmp_path / "work"))
+    with pytest.raises(SystemExit, match="not a src/ directory holding mirrorlib"):
+        main(["--mirrorlib-src", str(src), "--out", str(tmp_path / "out"), "--no-scenarios"])

@@ -29,6 +29,18 @@ MM2_SAME_AS_MIRRORLIB = {
 }
 #: Where the mirrorlib contender imports mirrorlib from (a snapshot of a commit; see bench.run).
 MIRRORLIB_SRC = ""
+
+
+def mirrorlib_src(text: str) -> Path:
+    """``text`` as a ``src/`` directory holding the mirrorlib package to measure, or
+    ``SystemExit`` naming it: a wrong path on ``PYTHONPATH`` would silently run the installed
+    package under the variant's name."""
+    src = Path(text).resolve()
+    if src.name != "src" or not (src / "mirrorlib" / "__init__.py").is_file():
+        raise SystemExit(f"{text}: not a src/ directory holding mirrorlib")
+    return src
+
+
 #: Harness-only: the Connect worker's group session must survive SIGSTOP during a preload.
 MM2_HARNESS = {"session.timeout.ms": "45000"}
 

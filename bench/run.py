@@ -591,13 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     ).stdout.strip()
     snap = work / f"mirrorlib-{rev[:10]}"
     if args.mirrorlib_src:  # e.g. a snapshot with a proposed patch applied
-        src = Path(args.mirrorlib_src).resolve()
-        if src.name != "src" or not (src / "mirrorlib" / "__init__.py").is_file():
-            # a wrong path would silently run the installed package instead
-            raise SystemExit(
-                f"--mirrorlib-src {args.mirrorlib_src}: not a src/ directory holding mirrorlib"
-            )
-        snap = src.parent
+        snap = contenders.mirrorlib_src(args.mirrorlib_src).parent
         rev = f"{rev}+{snap.name}"
     elif not snap.exists():
         snap.mkdir()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import kio
-from bench.contenders import SPARK_SUBMIT_ARGS
+from bench.contenders import SPARK_SUBMIT_ARGS, mirrorlib_src
 from mirrorlib.testing import JvmOptions, mm2_properties, start_clusters
 from mirrorlib.testing.config import render_properties
 
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _variant(spec: str) -> tuple[str, str, str]:
     name, _, rest = spec.partition("=")
     src, _, args = rest.partition(";")
-    return name, str(Path(src or ROOT / "src").resolve()), args
+    return name, str(mirrorlib_src(src or str(ROOT / "src"))), args
 
 
 def run_once(

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench import kio
+from bench.contenders import mirrorlib_src
 from bench.procmon import ProcMonitor, machine_busy_seconds, tree_cpu_seconds
 from mirrorlib.testing import JvmOptions, start_clusters
 from mirrorlib.testing.config import render_properties
@@ -51,7 +52,7 @@ def parse_variant(text: str) -> tuple[str, Path, dict[str, str]]:
     name, _, rest = text.partition(":")
     src, _, props = rest.partition(":")
     extra = dict(kv.split("=", 1) for kv in props.split(",") if kv)
-    return name, Path(src or "src").resolve(), extra
+    return name, mirrorlib_src(src or "src"), extra
 
 
 def _props(a: Any, b: Any, src: str, tgt: str, pattern: str, extra: Mapping[str, str]) -> str:

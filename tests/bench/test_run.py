@@ -1,4 +1,4 @@
-"""``python -m bench.run`` refuses what would silently measure something else."""
+"""The benchmark commands refuse what would silently measure something else."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from bench.run import main
+from bench.wait import parse_variant
 
 
 @pytest.mark.parametrize("name", ["elsewhere/src", "v-patched"])
@@ -21,3 +22,5 @@ def test_a_mirrorlib_src_without_mirrorlib_is_refused(
     monkeypatch.setenv("BENCH_WORK_DIR", str(tmp_path / "work"))
     with pytest.raises(SystemExit, match="not a src/ directory holding mirrorlib"):
         main(["--mirrorlib-src", str(src), "--out", str(tmp_path / "out"), "--no-scenarios"])
+    with pytest.raises(SystemExit, match="not a src/ directory holding mirrorlib"):
+        parse_variant(f"patched:{src}")  # python -m bench.wait --variant ...

@@ -77,6 +77,8 @@ def test_a_flow_on_a_standalone_cluster_survives_a_killed_worker(
             timeout=240,
         )
 
+        observed: list[dict[int, int]] = []
+
         def translated() -> dict[int, int] | None:
             got = translate_offsets(
                 {"bootstrap.servers": b.bootstrap_servers}, "A", f"{name}-group"
@@ -84,10 +86,14 @@ def test_a_flow_on_a_standalone_cluster_survives_a_killed_worker(
             offsets = {
                 tp.partition: om.offset for tp, om in got.items() if tp.topic == f"A.{exact}"
             }
-            return offsets if len(offsets) == 3 else None
+            if len(offsets) == 3:
+                observed.append(offsets)
+            return offsets if offsets == committed else None
 
-        offsets = wait_for("checkpoints of the group", translated, timeout=120)
-        assert offsets == committed
+        # An early checkpoint may translate with the syncs written so far (below the commit:
+        # re-reading, never skipping); the next ones reach the committed offsets exactly.
+        offsets = wait_for("checkpoints of the group at its commits", translated, timeout=120)
+        assert all(o[p] <= committed[p] for o in observed for p in o), observed
 
         # a backlog copied over several batches; one worker dies while a batch runs
         total = 40_000

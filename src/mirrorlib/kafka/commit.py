@@ -223,13 +223,13 @@ class TransactionCommitter(Committer):
     _started: float  # when the open transaction began (time.monotonic)
     _doomed: bool  # a record of the open transaction was refused: it is to be aborted
     # (partition, first upstream, first downstream, count) acknowledged in the open transaction
-    _syncs: list[tuple[PartitionProgress, int, int, int]]
+    _runs: list[tuple[PartitionProgress, int, int, int]]
 
     def _reset(self) -> None:  # the open transaction is aborted by the next producer's init
         self.in_transaction = False
         self._doomed = False
         self._started = 0.0
-        self._syncs = []
+        self._runs = []
 
     @functools.cached_property
     def boundary(self) -> TransactionBoundary:
@@ -241,7 +241,7 @@ class TransactionCommitter(Committer):
     def pending_syncs(self) -> list[tuple[PartitionProgress, int, int, int]]:
         """Runs ``(partition, upstream, downstream, count)`` acknowledged in the open
         transaction: their offset syncs are recorded when it commits."""
-        return list(self._syncs)
+        return list(self._runs)
 
     def begin(self) -> None:
         if not self.in_transaction:
@@ -251,9 +251,9 @@ class TransactionCommitter(Committer):
 
     def acknowledged(self, part: PartitionProgress, acks: Acknowledged) -> None:
         if acks.contiguous:
-            self._syncs.append((part, acks.upstream[0], acks.reports[0].offset(), acks.count))
+            self._runs.append((part, acks.upstream[0], acks.reports[0].offset(), acks.count))
         else:
-            self._syncs.extend(
+            self._runs.extend(
                 (part, up, msg.offset(), 1)
                 for up, msg in zip(acks.upstream, acks.reports, strict=True)
             )
@@ -314,13 +314,13 @@ class TransactionCommitter(Committer):
                 part.stats.position = part.txn_last + 1
                 part.txn_last = None
         self.drain_acks()  # the commit served the transaction's last delivery reports
-        for part, _, _, count in self._syncs:
+        for part, _, _, count in self._runs:
             part.stats.record_count += count  # copied now (an aborted transaction's are not)
         if self.s.emit_offset_syncs_enabled:
-            for part, up, down, count in self._syncs:
+            for part, up, down, count in self._runs:
                 if self.parts.get(part.key) is part:
                     self.emitter.record_run(part.tp, up, down, count, on_due=self.send_syncs)
-        self._syncs.clear()
+        self._runs.clear()
         if time.monotonic() - self._last_flush >= self.s.offset_flush_interval:
             self.emitter.promote_delayed()
             self._last_flush = time.monotonic()
@@ -337,7 +337,7 @@ class TransactionCommitter(Committer):
             self.producer.poll(0)  # the purged records' reports: forgotten with them below
             self.in_transaction = False
             self._doomed = False
-            self._syncs.clear()
+            self._runs.clear()
             for part in self.parts.values():
                 part.txn_last = None
                 self.rewind(part)  # (to a blocked_at before the first record produced, too)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 from mirrorlib.spark.session import (
     DRIVER_JAVA_OPTIONS,
+    KEEP_ARCHIVES,
     class_data_sharing,
     session_defaults,
     stop_session,
@@ -84,3 +86,35 @@ def test_stopping_a_launched_session_waits_for_its_jvm_to_exit() -> None:
     stop_session(session, timeout=10.0)
     assert stopped == [True]
     assert jvm.returncode == 0
+
+
+def test_a_new_archive_deletes_all_but_the_most_recently_used_others(tmp_path: Path) -> None:
+    directory = tmp_path / "mirrorlib"
+    directory.mkdir()
+    old = []
+    for i in range(KEEP_ARCHIVES + 2):  # from the least to the most recently used
+        path = directory / f"spark-driver-{i:016x}.jsa"
+        path.write_bytes(b"archive")
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+        old.append(path)
+    unrelated = directory / "notes.txt"
+    unrelated.write_text("kept")
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+    os.utime(old[0], (2_000_000, 2_000_000))  # the oldest, used most recently of all
+    writes = class_data_sharing(env, "")
+    assert writes.startswith("-XX:ArchiveClassesAtExit=")
+    # the one just used, then the newest of the rest, up to KEEP_ARCHIVES
+    assert set(directory.glob("spark-driver-*.jsa")) == {
+        old[0],
+        *old[len(old) - KEEP_ARCHIVES + 1 :],
+    }
+    assert unrelated.exists()
+
+
+def test_mapping_an_archive_marks_it_used(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+    archive = Path(class_data_sharing(env, "").split()[0].partition("=")[2])
+    archive.write_bytes(b"archive")
+    os.utime(archive, (1_000_000, 1_000_000))
+    assert class_data_sharing(env, "").startswith("-XX:SharedArchiveFile=")
+    assert archive.stat().st_mtime > 1_000_000

@@ -14,7 +14,10 @@ session writes it when its JVM exits (``-XX:ArchiveClassesAtExit``), later ones 
 named after what its classes come from (the Java and PySpark installations, the submit arguments
 and ``spark-defaults.conf``); an archive the JVM finds stale or unusable is ignored by the JVM
 (``-Xshare:auto``, its warnings off), and a cache directory that cannot be created only means no
-archive. ``MIRRORLIB_SPARK_CDS=off`` turns it off.
+archive. An archive is about 150 MB and a new Java, PySpark or submit configuration needs a new
+one: a session that writes one deletes all but the :data:`KEEP_ARCHIVES` most recently used
+others (using one marks it used; an archive another JVM has mapped stays readable to it).
+``MIRRORLIB_SPARK_CDS=off`` turns it off.
 
 Neither is set when the user gives the driver's Java options (``spark.driver.extraJavaOptions``
 or ``--driver-java-options``, in ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``), which
@@ -33,12 +36,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRIVER_JAVA_OPTIONS", "class_data_sharing", "session_defaults", "stop_session"]
+__all__ = [
+    "DRIVER_JAVA_OPTIONS",
+    "KEEP_ARCHIVES",
+    "class_data_sharing",
+    "session_defaults",
+    "stop_session",
+]
 
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 _JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "--driver-java-options")
 #: the JVM's messages about an archive it cannot use (it runs on without it)
 _CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+#: archives of other configurations kept beside the one a session writes (most recently used)
+KEEP_ARCHIVES = 2
+_ARCHIVE_GLOB = "spark-driver-*.jsa"
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +112,30 @@ def class_data_sharing(environ: Mapping[str, str], spark_defaults: str) -> str:
     except OSError:
         return ""
     if usable:
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # used now: the last to be deleted
         return f"-XX:SharedArchiveFile={archive} {_CDS_QUIET}"
-    return f"-XX:ArchiveClassesAtExit={archive} {_CDS_QUIET}" if writable else ""
+    if not writable:
+        return ""
+    _prune_archives(directory, keep=archive)
+    return f"-XX:ArchiveClassesAtExit={archive} {_CDS_QUIET}"
+
+
+def _prune_archives(directory: Path, keep: Path) -> None:
+    """Delete the archives in ``directory`` other than ``keep`` and the :data:`KEEP_ARCHIVES`
+    most recently used others (their modification times)."""
+    others = []
+    for path in directory.glob(_ARCHIVE_GLOB):
+        if path != keep:
+            with contextlib.suppress(OSError):
+                others.append((path.stat().st_mtime, path))
+    for _, path in sorted(others, reverse=True)[KEEP_ARCHIVES:]:
+        try:
+            path.unlink()
+        except OSError as exc:
+            log.debug("could not delete the old class-data archive %s: %s", path, exc)
+        else:
+            log.info("deleted the old class-data archive %s", path)
 
 
 def session_defaults(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorlib.kafka.parking import fatal_error
+from mirrorlib.kafka.parking import fatal_error, producer_died
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,13 @@ def test_an_error_flagged_fatal_is_dead() -> None:
 )
 def test_a_refusal_or_anything_else_is_not(err: object) -> None:
     assert fatal_error(err) is None
+
+
+def test_a_purged_record_means_a_dead_producer_unless_it_is_transactional() -> None:
+    purged = KafkaError(KafkaError._PURGE_QUEUE)
+    assert producer_died(purged, transactional=False) is purged
+    assert producer_died(purged, transactional=True) is None  # withdrawn with its transaction
+    fatal = KafkaError(KafkaError._FATAL, fatal=True)
+    assert producer_died(fatal, transactional=True) is fatal
+    refused = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    assert producer_died(refused, transactional=False) is None

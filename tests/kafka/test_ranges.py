@@ -6,11 +6,14 @@ import contextlib
 import time
 from typing import Any
 
+import attrs
 import pytest
+from confluent_kafka import KafkaError, Producer
 
+import mirrorlib.kafka.ranges
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.errors import ClusterTimeoutError
+from mirrorlib.errors import ClusterTimeoutError, MirrorError
 from mirrorlib.kafka.ranges import (
     SourceView,
     copy_ranges,
@@ -20,6 +23,7 @@ from mirrorlib.kafka.ranges import (
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique
 from tests.runtime.conftest import config, produce, read_all
+from tests.runtime.test_producer_fatal import provoke_fatal_error
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +146,33 @@ def test_the_source_view_waits_for_remote_partitions_a_backfill_would_pin(
         assert [tp for tp in view.partitions() if tp[0] == topic] == [(topic, 0), (topic, 1)]
     finally:
         view.close()
+
+
+def test_a_fatal_producer_error_fails_the_task_instead_of_parking(
+    two_clusters: ClusterSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record producer dies (a fatal idempotence error) with the range's last records in
+    flight: their delivery reports carry the fatal error. The task fails (Spark retries it with
+    new clients, copying the range again) instead of parking the partition as if the target had
+    refused a record."""
+    records = [{"value": b"v%d" % i, "partition": 0, "timestamp": TS0} for i in range(50)]
+    topic, s = _flow(two_clusters, 1, records)
+    assert copy_ranges(s, [Range(topic, 0, 0, 10)]).records == 10  # clients kept, connected
+
+    class DiesAfterTheLastRecord(Producer):  # type: ignore[misc]
+        def produce(self, *args: Any, **kwargs: Any) -> None:
+            super().produce(*args, **kwargs)
+            if args[1] == b"v49":
+                provoke_fatal_error(self, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+
+    monkeypatch.setattr(mirrorlib.kafka.ranges, "Producer", DiesAfterTheLastRecord)
+    # a configuration of its own: the task builds new clients with the patched producer
+    dying = attrs.evolve(s, target_producer={**s.target_producer, "client.id": unique("dies")})
+    with pytest.raises(MirrorError, match="OUT_OF_ORDER_SEQUENCE_NUMBER"):
+        copy_ranges(dying, [Range(topic, 0, 10, 50)])
+    monkeypatch.undo()
+    retried = copy_ranges(dying, [Range(topic, 0, 10, 50)])  # Spark's retry: new clients
+    assert retried.records == 40
+    assert [p.error for p in retried.partitions] == [None]
+    copied = {m.value() for m in read_all(two_clusters["B"], f"A.{topic}")}
+    assert copied == {r["value"] for r in records}

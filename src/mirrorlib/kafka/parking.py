@@ -26,7 +26,7 @@ from mirrorlib.core.pacing import RECORD_OVERHEAD, halved_budget, record_size
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka.parts import CopierContext, Part
 
-__all__ = ["Parking", "fatal_error"]
+__all__ = ["Parking", "fatal_error", "producer_died"]
 
 # the copier's records: logged under its name
 log = logging.getLogger("mirrorlib.kafka.copier")
@@ -45,6 +45,18 @@ def fatal_error(err: object) -> KafkaError | None:
     if isinstance(err, KafkaException):
         err = err.args[0] if err.args else None
     if isinstance(err, KafkaError) and (err.fatal() or err.code() in _PRODUCER_DEAD):
+        return err
+    return None
+
+
+def producer_died(err: object, *, transactional: bool) -> KafkaError | None:
+    """The error of a delivery report if it means the producer died rather than the target
+    refused the record: a fatal error, or, for a producer that is not transactional (which never
+    purges its own queues), a record purged from them, as librdkafka does when its producer
+    dies."""
+    if (dead := fatal_error(err)) is not None:
+        return dead
+    if not transactional and isinstance(err, KafkaError) and err.code() in _WITHDRAWN:
         return err
     return None
 

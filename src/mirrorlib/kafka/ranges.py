@@ -54,6 +54,7 @@ from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
+from mirrorlib.kafka.parking import fatal_error, producer_died
 from mirrorlib.kafka.positions import PositionStore
 
 __all__ = [
@@ -530,6 +531,12 @@ class _Copy:
                 self._refused(lane, up, msg.error(), msg)
 
     def _refused(self, lane: _Lane, up: int, err: Any, msg: Any) -> None:
+        if producer_died(err, transactional=False) is not None:
+            # not a refusal by the target: the producer died (e.g. a fatal idempotence error)
+            # with the record in flight. The task fails, and Spark retries it with new clients
+            # from the range's start (the task's clients are closed, not kept).
+            self.serve(0)  # raises the fatal error itself, served after the reports
+            raise kafka_error(KafkaException(err), cluster=self.s.target, action="producing")
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             budget = halved_budget(lane.budget, self.batch_size, msg)
             if budget is not None:
@@ -666,10 +673,9 @@ class _Copy:
                 )  # fmt: skip
                 return True
             except BufferError:
-                self.producer.poll(0.05)  # the local queue is full: serve delivery reports
+                self.serve(0.05)  # the local queue is full: serve delivery reports
             except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.fatal():
+                if fatal_error(exc) is not None:  # the producer is dead: the task fails
                     raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
                 self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
                 return False
@@ -716,6 +722,18 @@ class _Copy:
             self.syncs.send()
             self.syncs.poll()
 
+    def serve(self, timeout: float, *, flush: bool = False) -> None:
+        """Serve the producer's delivery reports (``flush``: wait up to ``timeout`` for all of
+        them). confluent-kafka raises the producer's fatal error from these calls: the task
+        fails with it, named."""
+        try:
+            if flush:
+                self.producer.flush(timeout)
+            else:
+                self.producer.poll(timeout)
+        except KafkaException as exc:
+            raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
+
     def _sync_written(self) -> None:
         self.result.offset_syncs += 1
 
@@ -736,7 +754,7 @@ class _Copy:
             self.consumer.incremental_assign(
                 [KafkaTopicPartition(*lane.tp, lane.result.start) for lane in work]
             )
-        consumer, producer = self.consumer, self.producer
+        consumer = self.consumer
         while not all(lane.done for lane in lanes):
             reading = any(not (lane.throttled or lane.stopped) for lane in lanes)
             # Block only until the first record, then take what is already fetched (as the
@@ -746,7 +764,7 @@ class _Copy:
             if msgs:
                 self.progress_at = time.monotonic()
                 self.copy(msgs)
-            producer.poll(0 if msgs else 0.01)
+            self.serve(0 if msgs else 0.01)
             self.drain()
             self.send_paced()
             self.send_syncs()
@@ -805,7 +823,7 @@ class _Copy:
         acknowledged record of every partition, as MM2 does on each task commit)."""
         deadline = time.monotonic() + timeout
         while len(self.producer) > 0 and time.monotonic() < deadline:
-            self.producer.flush(min(1.0, max(deadline - time.monotonic(), 0.01)))
+            self.serve(min(1.0, max(deadline - time.monotonic(), 0.01)), flush=True)
             self.drain()
             self.send_syncs()
         self.drain()

@@ -6,15 +6,21 @@ import contextlib
 import os
 import random
 import signal
+import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, Replicator
-from mirrorlib.core.status import FlowStatus
+from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.status import FlowStatus, StatsRegistry
+from mirrorlib.runtime.workers import DOWN_GRACE_S, Supervisor
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import (
     ReplicatorProcess,
@@ -286,3 +292,99 @@ def test_a_restarted_process_copies_again_within_seconds(
     finally:
         load.stop()
         proc.kill()
+
+
+def test_a_down_slots_open_transaction_is_fenced_before_its_partitions_move(
+    two_clusters: ClusterSet, tmp_path: Path
+) -> None:
+    """A worker is killed mid-transaction and its slot cannot start again: after the grace
+    period its partitions move to the other worker. The dead worker's open transaction holds
+    the last stable offset of the remote partitions it wrote until it ends, so a
+    ``read_committed`` reader on B sees nothing the new worker copies until the broker aborts
+    it (``transaction.timeout.ms``, 60 s, and its check, every 10 s) -- unless the supervisor
+    fences the slot's transactional id before moving its partitions, as it does. Then
+    read_committed sees every record once, in order."""
+    a, b = two_clusters
+    topic = "workers.fence-down"
+    a.create_topic(topic, 4)
+    b.create_topic(f"A.{topic}", 4)
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{"A->B.topics": "workers\\.fence-down", "tasks.max": "2", "node.id": "fence-down"},
+    )
+    s = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    with contextlib.suppress(KafkaException):  # shared clusters: an earlier test created them
+        b.create_topic(s.offset_storage_topic, s.offset_storage_partitions)
+    with contextlib.suppress(KafkaException):
+        (a if s.offset_syncs_cluster == "A" else b).create_topic(s.offset_syncs_topic)
+    keys = frozenset((topic, p) for p in range(4))
+    catalog = TopicCatalog()
+    catalog.publish({topic: RemoteTopic(f"A.{topic}", 4)})
+    stats = StatsRegistry("A", "B")
+    down_until = [0.0]
+
+    def command() -> list[str]:  # a slot's process cannot start until down_until
+        if time.monotonic() < down_until[0]:
+            return [str(tmp_path / "no-such-program")]
+        return [sys.executable, "-m", "mirrorlib.runtime.worker"]
+
+    supervisor = Supervisor(
+        s, stats, catalog, lambda: keys,
+        offsets_topic_partitions=s.offset_storage_partitions, command=command,
+    )  # fmt: skip
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    load = Load(a, topic, 4).start()
+    reader = Consumer(
+        {**b.client_config(), "group.id": "fence-down", "isolation.level": "read_committed"}
+    )
+    reader.assign([KafkaTopicPartition(f"A.{topic}", p, OFFSET_BEGINNING) for p in range(4)])
+    visible: dict[int, int] = {}  # partition -> the highest value read_committed sees
+
+    def seen_since(mark: int, partitions: list[int]) -> bool:
+        for m in reader.consume(1000, timeout=0.1):
+            if m.error() is None:
+                visible[m.partition()] = max(visible.get(m.partition(), -1), int(m.value()))
+        return all(visible.get(p, -1) >= mark for p in partitions)
+
+    def both_copying() -> dict[int, frozenset[tuple[str, int]]] | None:
+        held = {i.slot: i.partitions for i in supervisor.slot_infos() if i.pid is not None}
+        if len(held) == 2 and all(held.values()) and seen_since(0, list(range(4))):
+            return held
+        return None
+
+    thread.start()
+    try:
+        held = wait_for("both workers copying", both_copying, timeout=90)
+        (victim,) = [i for i in supervisor.slot_infos() if i.slot == 0]
+        moved = sorted(p for _, p in held[0])
+        down_until[0] = time.monotonic() + 120.0
+        assert victim.pid is not None
+        mark = load.sent
+        os.kill(victim.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(
+            "records of slot 0's partitions sent after the kill visible on B (read_committed)",
+            lambda: seen_since(mark, moved),
+            timeout=120,
+            interval=0.0,
+        )
+        resumed = time.monotonic() - killed
+        print(f"slot 0's partitions visible again {resumed:.1f}s after the kill")
+        slot1 = next(i for i in supervisor.slot_infos() if i.slot == 1)
+        assert {p for _, p in slot1.partitions} == set(range(4))
+        # the grace period, then the fence and the move: not the transaction timeout (60 s)
+        assert resumed < DOWN_GRACE_S + 15, resumed
+        sent = load.stop()
+        wait_for(
+            "every record on B (read_committed)",
+            lambda: len(read_all(b, f"A.{topic}", read_committed=True)) >= sent,
+            timeout=60,
+        )
+    finally:
+        load.stop()
+        reader.close()
+        stop.set()
+        thread.join(60)
+    assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)

@@ -26,7 +26,10 @@ through a transactional producer with ``transactional.id = mirrorlib-<A>-><B>-<n
 when no other slot may still write it: the slot holding it confirmed the release (its
 transaction with the partition's last records and position committed, the partition
 unassigned), or that slot's process is dead (reaped: a dead producer can neither write nor
-commit). A worker that stops reporting for ``unresponsive_after`` seconds (stopped, stuck) is
+commit). A slot down for :data:`DOWN_GRACE_S` has its transactional id fenced before its
+partitions move (:mod:`mirrorlib.kafka.fencing`): the transaction its dead process left open is
+aborted at once, so the worker taking the partitions reads their positions without waiting for
+the broker's transaction timeout. A worker that stops reporting for ``unresponsive_after`` seconds (stopped, stuck) is
 replaced: a new process for the same slot starts with the same transactional id, whose
 initialisation bumps the producer epoch, so the stale process can no longer write or commit
 anything (its open transaction is aborted), and the stale process is sent ``SIGKILL``. A
@@ -69,6 +72,8 @@ from mirrorlib.core.workerproto import (
     Syncs,
     Topics,
 )
+from mirrorlib.errors import MirrorError
+from mirrorlib.kafka.fencing import fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.frames import read_frame, write_frame
@@ -93,6 +98,8 @@ PARENT_PAUSE_S = 1.0
 RESTART_BASE_S, RESTART_CAP_S, HEALTHY_S = 0.5, 30.0, 60.0
 #: seconds a slot whose process died keeps its partitions, waiting for its next process
 DOWN_GRACE_S = 10.0
+#: seconds the supervisor waits at most for the target to fence a down slot's transactional id
+FENCE_TIMEOUT_S = 10.0
 #: seconds between two moves of partitions between live workers
 REBALANCE_S = 30.0
 #: seconds a revocation (another process takes partitions) waits for the workers' release
@@ -212,6 +219,7 @@ class _Slot:
         self.next_start = 0.0  # monotonic time its next process may start
         self.down_since: float | None = None  # when its process died (None: never ran, or up)
         self.replaced = False  # its process replaced one that stopped answering, not heard yet
+        self.fenced = False  # its transactional id was fenced since its last process ended
 
     @property
     def failed(self) -> bool:
@@ -482,6 +490,7 @@ class Supervisor:
         with self._lock:
             slot.process = proc
         slot.down_since = None
+        slot.fenced = False
         proc.run_threads(f"mirrorlib {self.s.name} worker {slot.index}", self.events)
         _, topics = self.catalog.snapshot()
         proc.send(Topics(topics))
@@ -600,8 +609,52 @@ class Supervisor:
             loads[key] = load_of(pending, st.rates(now)[1])
         return loads
 
+    def _fence_down_slots(self, now: float) -> None:
+        """Fence the transactional id of each slot down for :data:`DOWN_GRACE_S`, before its
+        partitions move: the transaction its dead process left open is aborted now, instead of
+        holding the positions' last stable offset until the broker's transaction timeout (70 s
+        by default), during which the worker that takes the partitions would wait in its
+        ``read_committed`` read of them (and copy nothing). If the target does not answer, the
+        partitions move all the same (that worker then waits, as without fencing)."""
+        for slot in self.slots:
+            if (
+                slot.process is not None
+                or slot.fenced
+                or slot.failed
+                or slot.down_since is None
+                or now - slot.down_since < DOWN_GRACE_S
+                or not slot.placed
+            ):
+                continue
+            slot.fenced = True  # once per time down: the coordinator may not answer
+            tid = f"{self.s.transactional_id}-{slot.index}"
+            try:
+                fence_transactional_id(
+                    self.s.target_producer, tid, cluster=self.s.target,
+                    timeout=min(self.s.admin_timeout, FENCE_TIMEOUT_S),
+                )  # fmt: skip
+            except MirrorError as exc:
+                log.warning(
+                    "flow %s: worker %d is down; could not fence its transactional id before "
+                    "moving its partitions (%s): their new worker waits for its open transaction "
+                    "to time out",
+                    self.s.name,
+                    slot.index,
+                    exc,
+                )
+            else:
+                log.info(
+                    "flow %s: worker %d is down for %.0fs: fenced its transactional id %s "
+                    "(its open transaction aborted); moving its partitions",
+                    self.s.name,
+                    slot.index,
+                    now - slot.down_since,
+                    tid,
+                )
+
     def _plan(self, now: float) -> None:
         self._replan = False
+        self._fence_down_slots(now)
         # a slot failed for the flow (data loss) keeps its partitions: no other worker copies
         # them (they would fail the same way), as one copier stops for the flow's partitions
         failed = [s for s in self.slots if s.failed]

@@ -329,9 +329,10 @@ def test_a_down_slots_open_transaction_is_fenced_before_its_partitions_move(
             return [str(tmp_path / "no-such-program")]
         return [sys.executable, "-m", "mirrorlib.runtime.worker"]
 
+    offsets_partitions = len(end_offsets(b, s.offset_storage_topic))  # (as the metadata reads)
     supervisor = Supervisor(
         s, stats, catalog, lambda: keys,
-        offsets_topic_partitions=s.offset_storage_partitions, command=command,
+        offsets_topic_partitions=offsets_partitions, command=command,
     )  # fmt: skip
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)

@@ -153,3 +153,32 @@ def test_a_fatal_idempotence_error_recreates_the_producer(
     assert len(record_producers) >= 2  # a new producer replaced the dead one
     missing = [i for i in range(200) if got[i] == 0]
     assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"
+
+
+def test_a_fatal_error_with_records_in_flight_loses_nothing(
+    two_clusters: ClusterSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer dies right after the last record is handed to it, with records not yet
+    acknowledged: they are copied again by the new producer (at-least-once from the stored
+    positions), and no partition is reported as refusing records."""
+    created: list[Producer] = []
+
+    class DiesInFlight(Producer):  # type: ignore[misc]
+        def __init__(self, conf: dict[str, Any]) -> None:
+            super().__init__(conf)
+            created.append(self)
+
+        def produce(self, *args: Any, **kwargs: Any) -> None:
+            super().produce(*args, **kwargs)
+            value = args[1] if len(args) > 1 else kwargs.get("value")
+            if value == b"199" and len(created) == 1:  # the last record; the first producer
+                provoke_fatal_error(self, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+
+    monkeypatch.setattr(mirrorlib.kafka.copier, "Producer", DiesInFlight)
+    topic = "inflight.t"
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "inflight\\..*"})
+    got, seen = run(two_clusters, topic, cfg, lambda: None)
+    assert len(created) >= 2  # a new producer replaced the dead one
+    missing = [i for i in range(200) if got[i] == 0]
+    assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"
+    assert not [e for e in seen if "refused" in e], seen

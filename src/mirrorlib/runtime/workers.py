@@ -28,9 +28,9 @@ transaction with the partition's last records and position committed, the partit
 unassigned), or that slot's process is dead (reaped: a dead producer can neither write nor
 commit). A slot down for :data:`DOWN_GRACE_S` has its transactional id fenced before its
 partitions move (:mod:`mirrorlib.kafka.fencing`): the transaction its dead process left open is
-aborted at once, so the worker taking the partitions reads their positions without waiting for
-the broker's transaction timeout. A worker that stops reporting for ``unresponsive_after`` seconds (stopped, stuck) is
-replaced: a new process for the same slot starts with the same transactional id, whose
+aborted at once, instead of hiding what the next worker copies to those partitions from
+``read_committed`` readers until the broker's transaction timeout. A worker that stops
+reporting for ``unresponsive_after`` seconds (stopped, stuck) is replaced: a new process for the same slot starts with the same transactional id, whose
 initialisation bumps the producer epoch, so the stale process can no longer write or commit
 anything (its open transaction is aborted), and the stale process is sent ``SIGKILL``. A
 worker whose producer is fenced or dies exits (it never initialises its id again, which would
@@ -611,11 +611,12 @@ class Supervisor:
 
     def _fence_down_slots(self, now: float) -> None:
         """Fence the transactional id of each slot down for :data:`DOWN_GRACE_S`, before its
-        partitions move: the transaction its dead process left open is aborted now, instead of
-        holding the positions' last stable offset until the broker's transaction timeout (70 s
-        by default), during which the worker that takes the partitions would wait in its
-        ``read_committed`` read of them (and copy nothing). If the target does not answer, the
-        partitions move all the same (that worker then waits, as without fencing)."""
+        partitions move: the transaction its dead process left open is aborted now. Otherwise
+        it holds the last stable offset of the partitions it wrote until the broker aborts it
+        (``transaction.timeout.ms``, 60 s, and a check every 10 s by default): ``read_committed``
+        readers of the target see nothing the next worker copies to them meanwhile, and that
+        worker's read of their positions waits if the transaction had written some. If the
+        target does not answer, the partitions move all the same (as without fencing)."""
         for slot in self.slots:
             if (
                 slot.process is not None

@@ -27,13 +27,18 @@ def fence_transactional_id(
     open transaction is aborted and a producer still holding its old epoch can neither write
     nor commit. Raises a :class:`~mirrorlib.errors.KafkaRequestError` naming the id when the
     coordinator does not answer within ``timeout`` seconds."""
-    producer = Producer(client_conf(producer_config, **{"transactional.id": transactional_id}))
+    action = f"fencing the transactional id {transactional_id}"
+    conf = client_conf(
+        producer_config, **{"transactional.id": transactional_id, "enable.idempotence": True}
+    )
+    try:
+        producer = Producer(conf)
+    except KafkaException as exc:  # (a setting librdkafka refuses for a transactional producer)
+        raise kafka_error(exc, cluster=cluster, action=action) from exc
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
-        raise kafka_error(
-            exc, cluster=cluster, action=f"fencing the transactional id {transactional_id}"
-        ) from exc
+        raise kafka_error(exc, cluster=cluster, action=action) from exc
     finally:
         # (not close(): on a transactional producer it tries to abort a transaction, and warns
         # after a failed initialisation; nothing is queued, so dropping it ends it at once)

@@ -152,9 +152,9 @@ def test_a_fatal_producer_error_fails_the_task_instead_of_parking(
     two_clusters: ClusterSet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The record producer dies (a fatal idempotence error) with the range's last records in
-    flight: their delivery reports carry the fatal error. The task fails (Spark retries it with
-    new clients, copying the range again) instead of parking the partition as if the target had
-    refused a record."""
+    flight: librdkafka purges them ("Purged in queue") and raises the fatal error from the next
+    poll. The task fails with the producer's error (Spark retries it with new clients, copying
+    the range again) instead of parking the partition as if the target had refused a record."""
     records = [{"value": b"v%d" % i, "partition": 0, "timestamp": TS0} for i in range(50)]
     topic, s = _flow(two_clusters, 1, records)
     assert copy_ranges(s, [Range(topic, 0, 0, 10)]).records == 10  # clients kept, connected

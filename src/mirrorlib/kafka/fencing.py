@@ -4,8 +4,9 @@
 Initialising a transactional id makes its coordinator bump the id's producer epoch and abort
 the transaction the id left open. Until then an open transaction of a killed producer holds
 the last stable offset of every partition it wrote: a ``read_committed`` reader of those
-partitions (a worker reading the flow's positions) waits until the broker aborts it after
-``transaction.timeout.ms`` (60 s by default) plus its check interval (10 s by default).
+partitions (consumers of the remote topics; a worker reading positions, if the transaction
+wrote some) sees nothing past it until the broker aborts it after ``transaction.timeout.ms``
+(60 s by default) plus its check interval (10 s by default).
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ commit). A slot down for :data:`DOWN_GRACE_S` has its transactional id fenced be
 partitions move (:mod:`mirrorlib.kafka.fencing`): the transaction its dead process left open is
 aborted at once, instead of hiding what the next worker copies to those partitions from
 ``read_committed`` readers until the broker's transaction timeout. A worker that stops
-reporting for ``unresponsive_after`` seconds (stopped, stuck) is replaced: a new process for the same slot starts with the same transactional id, whose
-initialisation bumps the producer epoch, so the stale process can no longer write or commit
+reporting for ``unresponsive_after`` seconds (stopped, stuck) is replaced: a new process for
+the same slot starts with the same transactional id, whose initialisation bumps the producer
+epoch, so the stale process can no longer write or commit
 anything (its open transaction is aborted), and the stale process is sent ``SIGKILL``. A
 worker whose producer is fenced or dies exits (it never initialises its id again, which would
 fence the legitimate process), and so does a worker whose parent is gone. Offset syncs reach
@@ -225,6 +226,19 @@ class _Slot:
     def failed(self) -> bool:
         """The slot failed for the flow (e.g. data loss): no process of it starts again."""
         return self.process is None and self.next_start == float("inf")
+
+    def in_grace(self, now: float) -> bool:
+        """Its process died less than :data:`DOWN_GRACE_S` ago: it keeps its partitions."""
+        return self.down_since is not None and now - self.down_since < DOWN_GRACE_S
+
+    def gone(self, now: float) -> bool:
+        """No process, not failed for the flow, and down past the grace: its partitions move."""
+        return (
+            self.process is None
+            and not self.failed
+            and self.down_since is not None
+            and not self.in_grace(now)
+        )
 
 
 def _slot_info(slot: _Slot, now: float) -> SlotInfo:
@@ -618,14 +632,7 @@ class Supervisor:
         worker's read of their positions waits if the transaction had written some. If the
         target does not answer, the partitions move all the same (as without fencing)."""
         for slot in self.slots:
-            if (
-                slot.process is not None
-                or slot.fenced
-                or slot.failed
-                or slot.down_since is None
-                or now - slot.down_since < DOWN_GRACE_S
-                or not slot.placed
-            ):
+            if not slot.gone(now) or slot.fenced or not slot.placed:
                 continue
             slot.fenced = True  # once per time down: the coordinator may not answer
             tid = f"{self.s.transactional_id}-{slot.index}"
@@ -645,11 +652,11 @@ class Supervisor:
                 )
             else:
                 log.info(
-                    "flow %s: worker %d is down for %.0fs: fenced its transactional id %s "
+                    "flow %s: worker %d is down for over %.0fs: fenced its transactional id %s "
                     "(its open transaction aborted); moving its partitions",
                     self.s.name,
                     slot.index,
-                    now - slot.down_since,
+                    DOWN_GRACE_S,
                     tid,
                 )
 
@@ -663,12 +670,7 @@ class Supervisor:
         eligible = [
             s.index
             for s in self.slots
-            if s.process is not None
-            or (
-                s.down_since is not None
-                and now - s.down_since < DOWN_GRACE_S
-                and not s.failed
-            )
+            if s.process is not None or (s.in_grace(now) and not s.failed)
         ]
         current = {k: s.index for s in self.slots if s.index in eligible for k in s.placed}
         rebalance = now - self._last_rebalance >= REBALANCE_S

@@ -20,11 +20,8 @@ raises :class:`~mirrorlib.errors.FlowFailedError`, so a supervisor notices.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
-import types
 from collections.abc import Sequence
-from typing import Any
 
 from mirrorlib.core.config import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
@@ -38,6 +35,7 @@ from mirrorlib.core.status import (
 )
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
+from mirrorlib.runtime.signals import stop_on_signals
 from mirrorlib.runtime.workers import WorkerPlane
 
 __all__ = ["Replicator"]
@@ -143,22 +141,19 @@ class Replicator:
         Every flow is then stopped; if one failed, :class:`~mirrorlib.errors.FlowFailedError`
         is raised (see :meth:`raise_for_failure`).
         """
-        installed: dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                installed[sig] = signal.signal(sig, self._on_signal)
-        try:
-            self.start()
-            while not self._stop.wait(0.5):
-                failed = [r for r in self._runners if r.stats.state is FlowState.FAILED]
-                if failed:
-                    names = ", ".join(r.settings.name for r in failed)
-                    log.error("flow %s failed: stopping every flow", names)
-                    break
-        finally:
-            self.stop()
-            for sig, handler in installed.items():
-                signal.signal(sig, handler)
+        with stop_on_signals(self._stop) as signals:
+            try:
+                self.start()
+                while not self._stop.wait(0.5):
+                    failed = [r for r in self._runners if r.stats.state is FlowState.FAILED]
+                    if failed:
+                        names = ", ".join(r.settings.name for r in failed)
+                        log.error("flow %s failed: stopping every flow", names)
+                        break
+            finally:
+                if (received := signals.describe()) is not None:
+                    log.info("%s", received)
+                self.stop()
         self.raise_for_failure()
 
     def raise_for_failure(self) -> None:
@@ -170,10 +165,6 @@ class Replicator:
             raise FlowFailedError(
                 "; ".join(f"flow {s.name} failed: {'; '.join(s.errors)}" for s in failed), failed
             )
-
-    def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
-        log.info("received signal %d: stopping", signum)
-        self._stop.set()
 
     def status(self) -> tuple[FlowStatus, ...]:
         """The state, errors, lag and counters of every flow run by this process."""

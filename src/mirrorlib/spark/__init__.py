@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-import types
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -45,6 +43,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import ConfigError
 from mirrorlib.runtime.flow import FlowRunner, stop_flows
+from mirrorlib.runtime.signals import stop_on_signals
 from mirrorlib.spark.plane import StreamingQuery, flow_directory, start_workers
 
 __all__ = [
@@ -312,25 +311,22 @@ class SparkReplicator:
     def run(self) -> None:
         """Start and block until the queries end (backfill done), :meth:`stop` or
         SIGINT/SIGTERM. Re-raises a query's failure."""
-        installed: dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                installed[sig] = signal.signal(sig, self._on_signal)
-        handle = self.start()
-        try:
-            while not self._stop.is_set():
-                if handle.await_termination(0.5):
-                    return
-        except Exception as exc:
-            if not self._stop.is_set():
-                raise
-            # e.g. the JVM got the same signal and shut Spark down under the query: the
-            # unfinished batch is replayed on the next start, as after any stop
-            log.warning("a query ended with an error while stopping: %s", exc)
-        finally:
-            handle.stop()
-            for sig, previous in installed.items():
-                signal.signal(sig, previous)
+        with stop_on_signals(self._stop) as signals:
+            handle = self.start()
+            try:
+                while not self._stop.is_set():
+                    if handle.await_termination(0.5):
+                        return
+            except Exception as exc:
+                if not self._stop.is_set():
+                    raise
+                # e.g. the JVM got the same signal and shut Spark down under the query: the
+                # unfinished batch is replayed on the next start, as after any stop
+                log.warning("a query ended with an error while stopping: %s", exc)
+            finally:
+                if (received := signals.describe()) is not None:
+                    log.info("%s", received)
+                handle.stop()
 
     def stop(self) -> None:
         self._stop.set()
@@ -349,7 +345,3 @@ class SparkReplicator:
             self._launched = False
             stop_session(self.spark, timeout)
             self.spark = None
-
-    def _on_signal(self, signum: int, _frame: types.FrameType | None) -> None:
-        log.info("received signal %d: stopping", signum)
-        self._stop.set()

@@ -22,8 +22,8 @@ from mirrorlib.kafka.ranges import (
 )
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique
+from tests.kafka.librdkafka_hooks import provoke_fatal_error
 from tests.runtime.conftest import config, produce, read_all
-from tests.runtime.test_producer_fatal import provoke_fatal_error
 
 pytestmark = pytest.mark.integration
 

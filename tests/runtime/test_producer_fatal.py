@@ -3,20 +3,19 @@ positions, with nothing lost (and, exactly-once, nothing duplicated)."""
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import confluent_kafka
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, cimpl
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 import mirrorlib.kafka.copier
 from mirrorlib import MirrorConfig, Replicator
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.testing import BaseCluster, ClusterSet
+from tests.kafka.librdkafka_hooks import provoke_fatal_error
 from tests.runtime.conftest import config, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
@@ -57,28 +56,6 @@ def record_producers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Producer]
 
     monkeypatch.setattr(mirrorlib.kafka.copier, "Producer", Recorded)
     yield created
-
-
-def provoke_fatal_error(producer: Producer, code: int) -> None:
-    """Raise a fatal error in ``producer`` as librdkafka does itself (its test hook
-    ``rd_kafka_test_fatal_error``); confluent-kafka exposes no way to, so its client handle (the
-    pointer after the Python object header) is passed to librdkafka through ctypes."""
-    # The handle's place is confluent-kafka's C struct (``PyObject_HEAD; rd_kafka_t *rk``), the
-    # same in every 2.x release; on another major version, skip rather than touch a wrong pointer.
-    version = confluent_kafka.version()  # "2.16.1", or ("2.x.y", int) in older releases
-    version = version[0] if isinstance(version, tuple) else version
-    if not str(version).startswith("2."):
-        pytest.skip(f"handle layout not known for confluent-kafka {version}")
-    lib = ctypes.CDLL(cimpl.__file__)  # librdkafka's symbols, through the loaded extension
-    header = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
-    rk = ctypes.c_void_p.from_address(id(producer) + header).value
-    lib.rd_kafka_name.argtypes = [ctypes.c_void_p]
-    lib.rd_kafka_name.restype = ctypes.c_char_p
-    name = lib.rd_kafka_name(rk)
-    if b"#producer-" not in (name or b""):  # librdkafka names it <client.id>#producer-<n>
-        pytest.skip(f"cannot reach librdkafka's producer handle (found {name!r})")
-    lib.rd_kafka_test_fatal_error.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
-    assert lib.rd_kafka_test_fatal_error(rk, code, b"provoked by the test") == 0
 
 
 def counts(target: BaseCluster, topic: str) -> Counter[int]:

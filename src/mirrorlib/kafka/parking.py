@@ -119,11 +119,14 @@ class Parking:
 
     def refusals(self, part: Part, acks: Acknowledged) -> None:
         """Records the target refused: send a batch refused as too large again in smaller
-        batches, park the partition at any other refused record."""
+        batches, park the partition at any other refused record. A report that says the
+        producer died instead (:func:`producer_died`) raises its error: the copier recreates
+        its clients and resumes from the stored positions."""
         ctx = self._ctx
         for _, msg in acks.refused:
-            if (dead := fatal_error(msg.error())) is not None:
-                ctx.fatal.setdefault("target", dead)  # (error_cb may have named the cause)
+            if (dead := producer_died(msg.error(), transactional=ctx.transactional)) is not None:
+                # (error_cb may have named the cause; a purged record's report does not)
+                dead = ctx.fatal.setdefault("target", dead)
                 raise KafkaException(dead)
         part.blocked_at = acks.blocked_at
         ctx.committer.refused()  # exactly-once: the transaction cannot commit any more

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import signal
 import sys
@@ -358,5 +359,35 @@ def test_a_worker_failed_on_data_loss_keeps_its_partitions(
         infos = r.supervisor.slot_infos()
         assert infos[0].state is WorkerState.FAILED
         assert len(infos[1].partitions) == 2  # slot 0's two are copied by no other worker
+    finally:
+        stopped(r)
+
+
+def test_a_down_slots_partitions_move_while_its_transactional_id_is_fenced(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fence of a down slot runs beside the supervisor's loop: its partitions move at once
+    (its process is dead), and the slot starts no process until the fence is done (the fence
+    would fence it). The target here does not answer: the fence gives up after
+    FENCE_TIMEOUT_S."""
+    monkeypatch.setattr(workers, "DOWN_GRACE_S", 0.0)  # a dead slot's partitions move at once
+    monkeypatch.setattr(workers, "REBALANCE_S", 0.5)
+    r = Running(KEYS)
+    r.thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="mirrorlib.runtime.workers"):
+            rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
+            pid = rows[1][0]
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+
+            def gave_up() -> bool:
+                return any("could not fence" in m for m in caplog.messages)
+
+            wait_for("slot 0 copies every partition", lambda: r.rows()[0][1] == 4, timeout=30)
+            assert not gave_up(), "the partitions waited for the fence"
+            assert r.rows()[1][0] is None  # slot 1 does not start while its id is fenced
+            wait_for("the fence gave up", gave_up, timeout=workers.FENCE_TIMEOUT_S + 10)
+            wait_for("slot 1 back, with partitions", lambda: split_evenly(r), timeout=30)
     finally:
         stopped(r)

@@ -294,7 +294,7 @@ def test_a_restarted_process_copies_again_within_seconds(
         proc.kill()
 
 
-def test_a_down_slots_open_transaction_is_fenced_before_its_partitions_move(
+def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     two_clusters: ClusterSet, tmp_path: Path
 ) -> None:
     """A worker is killed mid-transaction and its slot cannot start again: after the grace
@@ -302,8 +302,8 @@ def test_a_down_slots_open_transaction_is_fenced_before_its_partitions_move(
     the last stable offset of the remote partitions it wrote until it ends, so a
     ``read_committed`` reader on B sees nothing the new worker copies until the broker aborts
     it (``transaction.timeout.ms``, 60 s, and its check, every 10 s) -- unless the supervisor
-    fences the slot's transactional id before moving its partitions, as it does. Then
-    read_committed sees every record once, in order."""
+    fences the slot's transactional id as its partitions move, as it does. Then read_committed
+    sees every record once, in order."""
     a, b = two_clusters
     topic = "workers.fence-down"
     a.create_topic(topic, 4)

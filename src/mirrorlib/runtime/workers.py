@@ -26,10 +26,12 @@ through a transactional producer with ``transactional.id = mirrorlib-<A>-><B>-<n
 when no other slot may still write it: the slot holding it confirmed the release (its
 transaction with the partition's last records and position committed, the partition
 unassigned), or that slot's process is dead (reaped: a dead producer can neither write nor
-commit). A slot down for :data:`DOWN_GRACE_S` has its transactional id fenced before its
-partitions move (:mod:`mirrorlib.kafka.fencing`): the transaction its dead process left open is
-aborted at once, instead of hiding what the next worker copies to those partitions from
-``read_committed`` readers until the broker's transaction timeout. A worker that stops
+commit). When a slot has been down for :data:`DOWN_GRACE_S` its partitions move, and its
+transactional id is fenced meanwhile, in the background (:mod:`mirrorlib.kafka.fencing`): the
+transaction its dead process left open is aborted at once, instead of hiding what the next
+worker copies to those partitions from ``read_committed`` readers until the broker's
+transaction timeout (the slot starts no process until the fence is done: the fence would fence
+it). A worker that stops
 reporting for ``unresponsive_after`` seconds (stopped, stuck) is replaced: a new process for
 the same slot starts with the same transactional id, whose initialisation bumps the producer
 epoch, so the stale process can no longer write or commit
@@ -221,6 +223,13 @@ class _Slot:
         self.down_since: float | None = None  # when its process died (None: never ran, or up)
         self.replaced = False  # its process replaced one that stopped answering, not heard yet
         self.fenced = False  # its transactional id was fenced since its last process ended
+        self.fence: threading.Thread | None = None  # the fence of its id, while it runs
+
+    @property
+    def fencing(self) -> bool:
+        """Its transactional id is being fenced: no process of it may start meanwhile (the
+        fence would fence the new process)."""
+        return self.fence is not None and self.fence.is_alive()
 
     @property
     def failed(self) -> bool:
@@ -472,7 +481,7 @@ class Supervisor:
 
     def _start_due(self, now: float) -> None:
         for slot in self.slots:
-            if slot.process is None and now >= slot.next_start:
+            if slot.process is None and now >= slot.next_start and not slot.fencing:
                 self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
@@ -624,41 +633,52 @@ class Supervisor:
         return loads
 
     def _fence_down_slots(self, now: float) -> None:
-        """Fence the transactional id of each slot down for :data:`DOWN_GRACE_S`, before its
-        partitions move: the transaction its dead process left open is aborted now. Otherwise
-        it holds the last stable offset of the partitions it wrote until the broker aborts it
+        """Fence the transactional id of each slot down for :data:`DOWN_GRACE_S`, in a thread of
+        its own, while its partitions move (its process is dead: it writes nothing more). The
+        transaction the dead process left open is aborted then; otherwise it holds the last
+        stable offset of the partitions it wrote until the broker aborts it
         (``transaction.timeout.ms``, 60 s, and a check every 10 s by default): ``read_committed``
         readers of the target see nothing the next worker copies to them meanwhile, and that
         worker's read of their positions waits if the transaction had written some. If the
-        target does not answer, the partitions move all the same (as without fencing)."""
+        target does not answer within :data:`FENCE_TIMEOUT_S`, nothing more is done (as without
+        fencing); the supervisor's loop goes on meanwhile."""
         for slot in self.slots:
             if not slot.gone(now) or slot.fenced or not slot.placed:
                 continue
             slot.fenced = True  # once per time down: the coordinator may not answer
-            tid = f"{self.s.transactional_id}-{slot.index}"
-            try:
-                fence_transactional_id(
-                    self.s.target_producer, tid, cluster=self.s.target,
-                    timeout=min(self.s.admin_timeout, FENCE_TIMEOUT_S),
-                )  # fmt: skip
-            except MirrorError as exc:
-                log.warning(
-                    "flow %s: worker %d is down; could not fence its transactional id before "
-                    "moving its partitions (%s): their new worker waits for its open transaction "
-                    "to time out",
-                    self.s.name,
-                    slot.index,
-                    exc,
-                )
-            else:
-                log.info(
-                    "flow %s: worker %d is down for over %.0fs: fenced its transactional id %s "
-                    "(its open transaction aborted); moving its partitions",
-                    self.s.name,
-                    slot.index,
-                    DOWN_GRACE_S,
-                    tid,
-                )
+            slot.fence = threading.Thread(
+                target=self._fence,
+                args=(slot.index,),
+                name=f"mirrorlib {self.s.name} fence {slot.index}",
+                daemon=True,
+            )
+            slot.fence.start()
+
+    def _fence(self, index: int) -> None:
+        tid = f"{self.s.transactional_id}-{index}"
+        try:
+            fence_transactional_id(
+                self.s.target_producer, tid, cluster=self.s.target,
+                timeout=min(self.s.admin_timeout, FENCE_TIMEOUT_S),
+            )  # fmt: skip
+        except MirrorError as exc:
+            log.warning(
+                "flow %s: worker %d is down; could not fence its transactional id (%s): "
+                "read_committed readers of its partitions' remote partitions wait for its open "
+                "transaction to time out",
+                self.s.name,
+                index,
+                exc,
+            )
+        else:
+            log.info(
+                "flow %s: worker %d is down for over %.0fs: its partitions moved, and its "
+                "transactional id %s is fenced (its open transaction aborted)",
+                self.s.name,
+                index,
+                DOWN_GRACE_S,
+                tid,
+            )
 
     def _plan(self, now: float) -> None:
         self._replan = False
@@ -781,6 +801,9 @@ class Supervisor:
             for slot in self.slots:
                 slot.process = None
             self._stale.clear()
+        for slot in self.slots:  # a fence's producer is dropped before the process exits
+            if slot.fence is not None:
+                slot.fence.join(max(deadline - time.monotonic(), FENCE_TIMEOUT_S))
         # syncs of what the workers committed last (their readers forwarded every last frame)
         while True:
             try:

@@ -127,3 +127,18 @@ def test_record_consumer_fetch_response_limit_yields_to_the_user() -> None:
         cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
         conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).record_consumer()
         assert str(conf["fetch.max.bytes"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "ids"),
+    [
+        ({}, [None, None]),  # at-least-once, in-process copier: no transactions
+        ({"B.exactly.once.source.support": "enabled"}, ["mirrorlib-A->B-n1"] * 2),
+        ({"tasks.max": "2"}, ["mirrorlib-A->B-n1-0", "mirrorlib-A->B-n1-1"]),  # workers: always
+    ],
+)
+def test_each_copier_slot_has_its_transactional_id(extra: dict[str, str], ids: list[str]) -> None:
+    props = {**BASE, "node.id": "n1", **extra}
+    cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+    settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    assert [settings.slot_transactional_id(slot) for slot in (0, 1)] == ids

@@ -17,6 +17,7 @@ from mirrorlib.core.worker_reports import (
     WorkerState,
     decode_report,
     decode_report_key,
+    departed_holders,
     encode_report,
     expire_after,
     expired_reports,
@@ -72,6 +73,8 @@ def test_no_flow_replicates_the_topic(exclude: str | None) -> None:
 def test_a_report_survives_its_record() -> None:
     r = report(last_error="boom", retry_in_s=2.5, lag_records=None, pid=None)
     assert decode_report(encode_report(r)) == r
+    with_id = report(transactional_id="mirrorlib-A->B-n1-0")
+    assert decode_report(encode_report(with_id)) == with_id
     assert decode_report_key(report_key(*r.key)) == ("A->B", "n1", 0)
 
 
@@ -94,6 +97,42 @@ def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
     assert decode_report(json.dumps({**value, "later": 1}).encode()) == report()
     with pytest.raises(CodecError, match="version"):
         decode_report(json.dumps({**value, "version": REPORT_VERSION + 1}).encode())
+
+
+def test_a_report_written_before_transactional_ids_were_reported_has_none() -> None:
+    value = json.loads(encode_report(report(transactional_id="x")))
+    del value["transactional_id"]
+    assert decode_report(json.dumps(value).encode()).transactional_id is None
+
+
+def test_departed_holders_are_other_nodes_silent_slots_holding_the_partitions() -> None:
+    tid = {"transactional_id": "mirrorlib-A->B-n2-0"}
+    silent = report(node="n2", age_s=10.0, **tid)  # silent after 5 s (three 1 s intervals, 5 s)
+    assert departed_holders([silent], [("t", 2)], flow="A->B", node="n1", now_ms=NOW) == [silent]
+    kept = [
+        report(node="n2", age_s=2.0, **tid),  # still reporting: it released them itself
+        report(node="n1", age_s=10.0, **tid),  # this node's earlier life: its own init fences
+        report(node="n2", age_s=10.0, state=WorkerState.STOPPED, **tid),  # a clean stop commits
+        report(node="n2", age_s=10.0),  # at-least-once, in-process copier: no transactions
+        report(node="n2", age_s=10.0, partitions=(("t", 1),), **tid),  # other partitions
+        report(node="n2", age_s=10.0, flow="B->A", **tid),  # another flow
+    ]
+    assert departed_holders(kept, [("t", 2)], flow="A->B", node="n1", now_ms=NOW) == []
+    failed = report(node="n2", age_s=10.0, state=WorkerState.FAILED, **tid)
+    assert departed_holders([failed], [("t", 0)], flow="A->B", node="n1", now_ms=NOW) == [failed]
+
+
+def test_slot_reports_name_each_slots_transactional_id() -> None:
+    slots = [
+        SlotInfo(0, 10, WorkerState.RUNNING, frozenset()),
+        SlotInfo(1, 11, WorkerState.RUNNING, frozenset()),
+    ]
+    r0, r1 = slot_reports(slots, {}, flow="A->B", node="n1", tasks_max=2, timestamp_ms=NOW,
+                          interval_s=1.0, transactional_id=lambda slot: f"tid-{slot}")  # fmt: skip
+    assert (r0.transactional_id, r1.transactional_id) == ("tid-0", "tid-1")
+    [plain] = slot_reports(slots[:1], {}, flow="A->B", node="n1", tasks_max=1, timestamp_ms=NOW,
+                           interval_s=1.0)  # fmt: skip
+    assert plain.transactional_id is None
 
 
 @pytest.mark.parametrize("value", [b"", b"[]", b"{}", b'{"version": 1, "flow": "A->B"}', b"\xff"])

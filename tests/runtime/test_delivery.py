@@ -72,6 +72,16 @@ class Load:
         return self.sent
 
 
+def assert_each_once(counts: Counter[int], sent: int) -> None:
+    """Every value 0..sent-1 seen exactly once by ``read_committed`` (``counts``: value -> times)."""
+    missing = [i for i in range(sent) if counts[i] == 0]
+    dupes = {i: c for i, c in counts.items() if c > 1}
+    assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"
+    assert not dupes, (
+        f"{len(dupes)} records seen more than once by read_committed, e.g. {list(dupes.items())[:10]}"
+    )
+
+
 def kill_loop(proc: ReplicatorProcess, rounds: int, seed: int) -> None:
     rnd = random.Random(seed)
     proc.start()
@@ -146,9 +156,4 @@ def test_exactly_once_under_kill_9(two_clusters: ClusterSet, tmp_path: Path, tas
     counts = Counter(int(m.value()) for m in read_all(b, f"A.{topic}", read_committed=True))
     # the target really was written transactionally: commit markers take offsets too
     assert sum(end_offsets(b, f"A.{topic}").values()) > sum(counts.values())
-    missing = [i for i in range(sent) if counts[i] == 0]
-    dupes = {i: c for i, c in counts.items() if c > 1}
-    assert not missing, f"{len(missing)} records lost, e.g. {missing[:10]}"
-    assert not dupes, (
-        f"{len(dupes)} records seen more than once by read_committed, e.g. {list(dupes.items())[:10]}"
-    )
+    assert_each_once(counts, sent)

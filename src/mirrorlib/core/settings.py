@@ -105,6 +105,15 @@ class FlowSettings:
     # this node's name: node.id, or the host name
     node: str = ""
 
+    def slot_transactional_id(self, slot: int) -> str | None:
+        """The transactional id of this node's copier slot ``slot`` (``None``: it does not write
+        in transactions): ``<transactional_id>-<slot>`` for a worker process (``tasks.max`` > 1,
+        whatever the delivery mode), ``<transactional_id>`` for the in-process copier of an
+        exactly-once flow."""
+        if self.tasks_max > 1:
+            return f"{self.transactional_id}-{slot}"
+        return self.transactional_id if self.exactly_once_enabled else None
+
     def record_consumer(self) -> dict[str, Any]:
         """librdkafka configuration of the consumer that reads the records to replicate: the
         configuration's, with fetch settings that keep a backlog flowing unless it sets them.

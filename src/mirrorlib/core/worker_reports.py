@@ -23,8 +23,13 @@ default ``topics.exclude``), so neither MM2 nor mirrorlib replicates it to anoth
 
 Record format (version 1): the key is the JSON object ``{"flow", "node", "slot"}`` (compact,
 sorted keys, so compaction keeps one record per slot), the value a JSON object with the fields
-of :class:`WorkerReport` and ``"version": 1``. Unknown fields are ignored; a newer version is
-refused (:class:`~mirrorlib.errors.CodecError`). A tombstone removes a slot.
+of :class:`WorkerReport` and ``"version": 1``. Unknown fields are ignored, and fields added
+since (``transactional_id``) may be missing; a newer version is refused
+(:class:`~mirrorlib.errors.CodecError`). A tombstone removes a slot.
+
+The reports also tell a node which transactional ids to fence when the group gives it the
+partitions of a node that left without a clean stop (:func:`departed_holders`; see
+:mod:`mirrorlib.kafka.fencing`).
 
 Pure: no Kafka client here (the topic's I/O is :mod:`mirrorlib.kafka.worker_reports`).
 """
@@ -32,7 +37,7 @@ Pure: no Kafka client here (the topic's I/O is :mod:`mirrorlib.kafka.worker_repo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
@@ -50,6 +55,7 @@ __all__ = [
     "WorkerView",
     "decode_report",
     "decode_report_key",
+    "departed_holders",
     "encode_report",
     "expire_after",
     "expired_reports",
@@ -106,6 +112,33 @@ def expire_after(interval_s: float) -> float:
 
 def _age_s(report: WorkerReport, now_ms: int) -> float:
     return max(now_ms - report.timestamp_ms, 0) / 1000.0
+
+
+def departed_holders(
+    reports: Iterable[WorkerReport],
+    partitions: Iterable[Key],
+    *,
+    flow: str,
+    node: str,
+    now_ms: int,
+) -> list[WorkerReport]:
+    """The slots of *other* nodes of ``flow`` that may still hold an open transaction over
+    some of ``partitions`` (which the group just gave ``node``): their newest report lists one
+    of them, names a transactional id, did not say ``stopped`` (a clean stop commits) and is
+    silent (older than :func:`silent_after` its interval): the node was killed, stopped or cut
+    off, and its partitions came to ``node`` because it left the group. Their ids are to be
+    fenced before ``node`` reads the partitions' positions."""
+    wanted = frozenset(partitions)
+    return [
+        r
+        for r in reports
+        if r.flow == flow
+        and r.node != node
+        and r.transactional_id is not None
+        and r.state is not WorkerState.STOPPED
+        and _age_s(r, now_ms) > silent_after(r.interval_s)
+        and wanted.intersection(r.partitions)
+    ]
 
 
 def expired_reports(reports: Iterable[WorkerReport], now_ms: int) -> list[WorkerReport]:
@@ -172,6 +205,8 @@ class WorkerReport:
     tasks_max: int = 1
     last_error: str | None = None
     retry_in_s: float | None = None
+    #: the slot's producer's transactional id (``None``: it does not write in transactions)
+    transactional_id: str | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -195,6 +230,7 @@ def slot_reports(
     tasks_max: int,
     timestamp_ms: int,
     interval_s: float,
+    transactional_id: Callable[[int], str | None] = lambda slot: None,
 ) -> list[WorkerReport]:
     """One report per slot: its partitions' rates summed, and their lag (``None`` when a
     partition's lag or load is unknown, or the slot is between processes: never 0 for
@@ -216,6 +252,7 @@ def slot_reports(
                 bytes_per_second=sum(p.bytes_per_second for p in known),
                 lag_records=lag, timestamp_ms=timestamp_ms, interval_s=interval_s,
                 tasks_max=tasks_max, last_error=info.last_error, retry_in_s=info.retry_in_s,
+                transactional_id=transactional_id(info.slot),
             )
         )  # fmt: skip
     return out
@@ -266,6 +303,7 @@ def decode_report(value: bytes) -> WorkerReport:
         pid = obj.get("pid")
         retry = obj.get("retry_in_s")
         error = obj.get("last_error")
+        tid = obj.get("transactional_id")
         return WorkerReport(
             flow=str(obj["flow"]), node=str(obj["node"]), slot=int(obj["slot"]),
             pid=None if pid is None else int(pid), state=WorkerState(obj["state"]),
@@ -277,6 +315,7 @@ def decode_report(value: bytes) -> WorkerReport:
             interval_s=float(obj["interval_s"]), tasks_max=int(obj.get("tasks_max", 1)),
             last_error=None if error is None else str(error),
             retry_in_s=None if retry is None else float(retry),
+            transactional_id=None if tid is None else str(tid),
         )  # fmt: skip
     except CodecError:
         raise

@@ -3,7 +3,9 @@
 Either a *group subscription* (the flow's consumer group on the source cluster,
 cooperative-sticky assignment, the rebalance callbacks assigning and revoking partitions
 incrementally; a static member's stale assignment is renewed) or a *direct assignment* (worker
-mode: the partitions a supervisor gives the copier through a :class:`DirectAssignment`). A
+mode: the partitions a supervisor gives the copier through a :class:`DirectAssignment`). An
+exactly-once copier given partitions by the group first fences the transactional ids of nodes
+that left the group holding them (:class:`~mirrorlib.kafka.fencing.DepartedFence`). A
 partition starts at its stored position, else where ``auto.offset.reset`` says; with ``latest``,
 where it started in the first client life is kept across client restarts. See
 :mod:`mirrorlib.kafka.copier`.
@@ -22,6 +24,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.pacing import batch_budget
+from mirrorlib.kafka.fencing import DepartedFence
 from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
 
@@ -83,6 +86,8 @@ class Assignment:
         # copier's first run; a restart of its clients resumes them there (remember_starts)
         self._starts: dict[tuple[str, int], int] = {}
         self._resubscribed = 0.0  # when a stale static assignment was last renewed
+        # exactly-once in a group: other nodes that left holding partitions given to this one
+        self._departed = DepartedFence(ctx.s) if direct is None and ctx.transactional else None
 
     def idle(self) -> bool:
         """Nothing to copy: no partition given (worker mode), or no topic to subscribe to."""
@@ -215,6 +220,8 @@ class Assignment:
         if not partitions:
             consumer.incremental_assign([])
             return
+        if self._departed is not None:  # before their positions are read
+            self._departed.before_copying((t.topic, t.partition) for t in partitions)
         started = time.monotonic()
         self._positions.refresh(timeout=s.admin_timeout)
         log.debug("flow %s: positions read in %.2fs", s.name, time.monotonic() - started)

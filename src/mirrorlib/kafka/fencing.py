@@ -7,18 +7,41 @@ the last stable offset of every partition it wrote: a ``read_committed`` reader 
 partitions (consumers of the remote topics; a worker reading positions, if the transaction
 wrote some) sees nothing past it until the broker aborts it after ``transaction.timeout.ms``
 (60 s by default) plus its check interval (10 s by default).
+
+Two fences use it. A copier worker supervisor (``tasks.max`` > 1) fences a slot of its own
+whose process died and could not be restarted (:mod:`mirrorlib.runtime.workers`).
+:class:`DepartedFence` fences *other nodes* of a flow: when the group gives a node partitions
+that a node which left without a clean stop (killed, stopped, cut off from the source's
+group coordinator for longer than the session timeout) held, the leaving node may have an open
+transaction over them, and, if it is only stopped, it may wake up and *commit* it: records the
+new holder copies again and a position older or newer than the new holder's, i.e. duplicates
+for ``read_committed`` readers and interleaved writers of one partition. The new holder fences
+the transactional ids of those slots, found in the flow's worker reports
+(:func:`~mirrorlib.core.worker_reports.departed_holders`), before it reads the partitions'
+positions: the open transaction is aborted, and the old producer can write nothing more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.worker_reports import departed_holders
+from mirrorlib.errors import MirrorError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import kafka_error
+from mirrorlib.kafka.worker_reports import read_worker_reports
 
-__all__ = ["fence_transactional_id"]
+__all__ = ["FENCE_TIMEOUT_S", "DepartedFence", "fence_transactional_id"]
+
+log = logging.getLogger(__name__)
+
+#: seconds a fence waits at most for the target (the flow's ``admin.timeout.ms`` if lower)
+FENCE_TIMEOUT_S = 10.0
 
 
 def fence_transactional_id(
@@ -44,3 +67,61 @@ def fence_transactional_id(
         # (not close(): on a transactional producer it tries to abort a transaction, and warns
         # after a failed initialisation; nothing is queued, so dropping it ends it at once)
         del producer
+
+
+class DepartedFence:
+    """Fences the transactional ids of other nodes' slots that left the flow's group without a
+    clean stop while holding partitions this node is given (see the module). Each slot is
+    fenced once per report (a slot that reports again and leaves again is fenced again)."""
+
+    def __init__(self, settings: FlowSettings) -> None:
+        self.s = settings
+        self._fenced: set[tuple[str, int]] = set()  # (transactional id, its report's time)
+
+    def before_copying(self, partitions: Iterable[tuple[str, int]]) -> list[str]:
+        """Fence the departed holders of ``partitions`` (just given to this node); returns the
+        ids fenced. The worker reports cannot be read, or a fence fails: logged, and copying
+        goes on (as before fencing existed: the broker aborts the transaction after its
+        timeout)."""
+        s = self.s
+        timeout = min(s.admin_timeout, FENCE_TIMEOUT_S)
+        try:
+            reports, _ = read_worker_reports(
+                s.target_consumer, s.target_admin, s.worker_status_topic, alias=s.target,
+                timeout=timeout,
+            )  # fmt: skip
+        except MirrorError as exc:
+            log.warning(
+                "flow %s: cannot read %s to fence nodes that left the group: %s",
+                s.name, s.worker_status_topic, exc,
+            )  # fmt: skip
+            return []
+        now_ms = int(time.time() * 1000)
+        wanted = frozenset(partitions)
+        fenced = []
+        for r in departed_holders(reports, wanted, flow=s.name, node=s.node, now_ms=now_ms):
+            assert r.transactional_id is not None
+            if (r.transactional_id, r.timestamp_ms) in self._fenced:
+                continue
+            self._fenced.add((r.transactional_id, r.timestamp_ms))
+            held = ", ".join(f"{t}-{p}" for t, p in sorted(wanted.intersection(r.partitions)))
+            silent = (now_ms - r.timestamp_ms) / 1000.0
+            try:
+                fence_transactional_id(
+                    s.target_producer, r.transactional_id, cluster=s.target, timeout=timeout
+                )
+            except MirrorError as exc:
+                log.warning(
+                    "flow %s: node %s (slot %d) held %s and has not reported for %.0fs; "
+                    "could not fence its transactional id: %s",
+                    s.name, r.node, r.slot, held, silent, exc,
+                )  # fmt: skip
+                continue
+            fenced.append(r.transactional_id)
+            log.info(
+                "flow %s: node %s (slot %d) held %s and has not reported for %.0fs: fenced "
+                "its transactional id %s (its open transaction aborted; it can write nothing "
+                "more)",
+                s.name, r.node, r.slot, held, silent, r.transactional_id,
+            )  # fmt: skip
+        return fenced

@@ -5,7 +5,9 @@ member of the flow's consumer group on the source (``mirrorlib-<A>-><B>``, coope
 static with ``group.instance.id``) that subscribes to the flow's topics, keeps every partition
 it is given paused (it fetches nothing) and only serves rebalances; :meth:`GroupShare.owned` is
 what the group gives this process now. A revoked partition is handed back only once
-``await_release`` returned (the supervisor's workers committed and dropped it).
+``await_release`` returned (the supervisor's workers committed and dropped it). Partitions a
+node that left the group without a clean stop held are owned only once its workers'
+transactional ids are fenced (:class:`~mirrorlib.kafka.fencing.DepartedFence`).
 
 A static member that rejoins as the group's leader gets its previous assignment back without a
 rebalance, even when its subscription changed (librdkafka does not act on the broker's "skip
@@ -27,6 +29,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.fencing import DepartedFence
 
 __all__ = ["GroupShare"]
 
@@ -51,6 +54,7 @@ class GroupShare:
         self.await_release: Callable[[frozenset[Key], threading.Event], None] | None = None
         self._stop = threading.Event()
         self._subscribed: list[str] = []
+        self._departed = DepartedFence(settings)  # (workers always write in transactions)
 
     def owned(self) -> frozenset[Key]:
         with self._lock:
@@ -119,6 +123,8 @@ class GroupShare:
         if ktps:
             consumer.pause(ktps)
         ours = {(t.topic, t.partition) for t in partitions if t.topic in self._subscribed}
+        if ours:  # before the workers get them (and read their positions)
+            self._departed.before_copying(ours)
         with self._lock:
             self._owned = self._owned | ours
         log.info(

@@ -91,7 +91,7 @@ class WorkerReporter:
         return slot_reports(
             self.slots(), partition_loads(self.stats), flow=self.s.name, node=self.s.node,
             tasks_max=self.s.tasks_max, timestamp_ms=int(time.time() * 1000),
-            interval_s=self.interval,
+            interval_s=self.interval, transactional_id=self.s.slot_transactional_id,
         )  # fmt: skip
 
     def run(self, stop: threading.Event) -> None:

@@ -76,7 +76,7 @@ from mirrorlib.core.workerproto import (
     Topics,
 )
 from mirrorlib.errors import MirrorError
-from mirrorlib.kafka.fencing import fence_transactional_id
+from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.frames import read_frame, write_frame
@@ -101,8 +101,6 @@ PARENT_PAUSE_S = 1.0
 RESTART_BASE_S, RESTART_CAP_S, HEALTHY_S = 0.5, 30.0, 60.0
 #: seconds a slot whose process died keeps its partitions, waiting for its next process
 DOWN_GRACE_S = 10.0
-#: seconds the supervisor waits at most for the target to fence a down slot's transactional id
-FENCE_TIMEOUT_S = 10.0
 #: seconds between two moves of partitions between live workers
 REBALANCE_S = 30.0
 #: seconds a revocation (another process takes partitions) waits for the workers' release
@@ -499,7 +497,7 @@ class Supervisor:
         start = Start(
             settings=self.s,
             slot=slot.index,
-            transactional_id=f"{self.s.transactional_id}-{slot.index}",
+            transactional_id=self._transactional_id(slot.index),
             offsets_topic_partitions=self.offsets_topic_partitions,
             parent_pid=os.getpid(),
             log_level=logging.getLogger().getEffectiveLevel(),
@@ -654,8 +652,13 @@ class Supervisor:
             )
             slot.fence.start()
 
+    def _transactional_id(self, slot: int) -> str:
+        tid = self.s.slot_transactional_id(slot)
+        assert tid is not None  # (a worker always writes in transactions)
+        return tid
+
     def _fence(self, index: int) -> None:
-        tid = f"{self.s.transactional_id}-{index}"
+        tid = self._transactional_id(index)
         try:
             fence_transactional_id(
                 self.s.target_producer, tid, cluster=self.s.target,

@@ -19,6 +19,12 @@ UNREACHABLE = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _main_thread_only() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are handled in the main thread only")
+
+
 class _SignalledWhileWriting(logging.Handler):
     """A log stream that, like Python's buffered stderr, refuses a reentrant write, and like
     :class:`logging.StreamHandler` swallows an error raised while it writes. While it writes
@@ -94,8 +100,3 @@ def test_stop_on_signals_installs_nothing_outside_the_main_thread() -> None:
     worker.join()
     assert seen == [before]
 
-
-@pytest.fixture(autouse=True)
-def _main_thread_only() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are handled in the main thread only")

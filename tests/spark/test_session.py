@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from mirrorlib.spark.session import (
+    ARCHIVE_MAX_AGE_S,
     DRIVER_JAVA_OPTIONS,
     KEEP_ARCHIVES,
     class_data_sharing,
@@ -92,15 +94,16 @@ def test_a_new_archive_deletes_all_but_the_most_recently_used_others(tmp_path: P
     directory = tmp_path / "mirrorlib"
     directory.mkdir()
     old = []
+    recent = time.time() - 3600.0
     for i in range(KEEP_ARCHIVES + 2):  # from the least to the most recently used
         path = directory / f"spark-driver-{i:016x}.jsa"
         path.write_bytes(b"archive")
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+        os.utime(path, (recent + i, recent + i))
         old.append(path)
     unrelated = directory / "notes.txt"
     unrelated.write_text("kept")
     env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
-    os.utime(old[0], (2_000_000, 2_000_000))  # the oldest, used most recently of all
+    os.utime(old[0], (recent + 60, recent + 60))  # the oldest, used most recently of all
     writes = class_data_sharing(env, "")
     assert writes.startswith("-XX:ArchiveClassesAtExit=")
     # the one just used, then the newest of the rest, up to KEEP_ARCHIVES
@@ -109,6 +112,20 @@ def test_a_new_archive_deletes_all_but_the_most_recently_used_others(tmp_path: P
         *old[len(old) - KEEP_ARCHIVES + 1 :],
     }
     assert unrelated.exists()
+
+
+def test_a_new_archive_deletes_others_unused_for_a_long_time(tmp_path: Path) -> None:
+    directory = tmp_path / "mirrorlib"
+    directory.mkdir()
+    now = time.time()
+    used = directory / "spark-driver-0000000000000001.jsa"
+    unused = directory / "spark-driver-0000000000000002.jsa"
+    for path, age in ((used, ARCHIVE_MAX_AGE_S - 3600.0), (unused, ARCHIVE_MAX_AGE_S + 3600.0)):
+        path.write_bytes(b"archive")
+        os.utime(path, (now - age, now - age))
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PYSPARK_SUBMIT_ARGS": "pyspark-shell"}
+    assert class_data_sharing(env, "").startswith("-XX:ArchiveClassesAtExit=")
+    assert set(directory.glob("spark-driver-*.jsa")) == {used}
 
 
 def test_mapping_an_archive_marks_it_used(tmp_path: Path) -> None:

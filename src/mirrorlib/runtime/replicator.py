@@ -151,8 +151,7 @@ class Replicator:
                         log.error("flow %s failed: stopping every flow", names)
                         break
             finally:
-                if (received := signals.describe()) is not None:
-                    log.info("%s", received)
+                signals.log(log)
                 self.stop()
         self.raise_for_failure()
 

@@ -12,6 +12,7 @@ event; the caller logs it, from its own loop.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import types
@@ -37,6 +38,11 @@ class StopSignals:
         if self.received is None:
             return None
         return f"received signal {self.received} ({signal.Signals(self.received).name}): stopping"
+
+    def log(self, logger: logging.Logger) -> None:
+        """Log the signal received, if any (from the run loop, not the handler)."""
+        if (received := self.describe()) is not None:
+            logger.info("%s", received)
 
 
 @contextmanager

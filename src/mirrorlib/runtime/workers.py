@@ -806,7 +806,7 @@ class Supervisor:
             self._stale.clear()
         for slot in self.slots:  # a fence's producer is dropped before the process exits
             if slot.fence is not None:
-                slot.fence.join(max(deadline - time.monotonic(), FENCE_TIMEOUT_S))
+                slot.fence.join(FENCE_TIMEOUT_S)  # a fence ends within its own timeout
         # syncs of what the workers committed last (their readers forwarded every last frame)
         while True:
             try:

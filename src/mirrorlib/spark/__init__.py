@@ -324,8 +324,7 @@ class SparkReplicator:
                 # unfinished batch is replayed on the next start, as after any stop
                 log.warning("a query ended with an error while stopping: %s", exc)
             finally:
-                if (received := signals.describe()) is not None:
-                    log.info("%s", received)
+                signals.log(log)
                 handle.stop()
 
     def stop(self) -> None:

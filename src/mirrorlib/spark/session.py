@@ -15,8 +15,10 @@ named after what its classes come from (the Java and PySpark installations, the 
 and ``spark-defaults.conf``); an archive the JVM finds stale or unusable is ignored by the JVM
 (``-Xshare:auto``, its warnings off), and a cache directory that cannot be created only means no
 archive. An archive is about 150 MB and a new Java, PySpark or submit configuration needs a new
-one: a session that writes one deletes all but the :data:`KEEP_ARCHIVES` most recently used
-others (using one marks it used; an archive another JVM has mapped stays readable to it).
+one: a session that writes one deletes the others unused for :data:`ARCHIVE_MAX_AGE_S` and all
+but the :data:`KEEP_ARCHIVES` most recently used of the rest (using one marks it used; an archive
+another JVM has mapped stays readable to it). A machine that runs a few configurations (a
+deployment's, a test suite's, a benchmark's) keeps each one's archive.
 ``MIRRORLIB_SPARK_CDS=off`` turns it off.
 
 Neither is set when the user gives the driver's Java options (``spark.driver.extraJavaOptions``
@@ -32,11 +34,13 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ARCHIVE_MAX_AGE_S",
     "DRIVER_JAVA_OPTIONS",
     "KEEP_ARCHIVES",
     "class_data_sharing",
@@ -49,7 +53,9 @@ _JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "--driver-java-options")
 #: the JVM's messages about an archive it cannot use (it runs on without it)
 _CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 #: archives of other configurations kept beside the one a session writes (most recently used)
-KEEP_ARCHIVES = 2
+KEEP_ARCHIVES = 4
+#: an archive of another configuration unused for this long is deleted by a session writing one
+ARCHIVE_MAX_AGE_S = 30 * 24 * 3600.0
 _ARCHIVE_GLOB = "spark-driver-*.jsa"
 
 log = logging.getLogger(__name__)
@@ -122,14 +128,18 @@ def class_data_sharing(environ: Mapping[str, str], spark_defaults: str) -> str:
 
 
 def _prune_archives(directory: Path, keep: Path) -> None:
-    """Delete the archives in ``directory`` other than ``keep`` and the :data:`KEEP_ARCHIVES`
-    most recently used others (their modification times)."""
+    """Delete the archives in ``directory`` other than ``keep`` that are unused for
+    :data:`ARCHIVE_MAX_AGE_S` or not among the :data:`KEEP_ARCHIVES` most recently used others
+    (their modification times)."""
     others = []
     for path in directory.glob(_ARCHIVE_GLOB):
         if path != keep:
             with contextlib.suppress(OSError):
                 others.append((path.stat().st_mtime, path))
-    for _, path in sorted(others, reverse=True)[KEEP_ARCHIVES:]:
+    others.sort(reverse=True)
+    unused_since = time.time() - ARCHIVE_MAX_AGE_S
+    stale = others[KEEP_ARCHIVES:] + [o for o in others[:KEEP_ARCHIVES] if o[0] < unused_since]
+    for _, path in stale:
         try:
             path.unlink()
         except OSError as exc:

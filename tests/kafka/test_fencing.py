@@ -10,12 +10,22 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import attrs
 import pytest
 
+from mirrorlib.core.settings import FlowSettings
+from mirrorlib.core.worker_reports import WorkerReport, WorkerState
 from mirrorlib.errors import ClusterTimeoutError, MirrorError
-from mirrorlib.kafka.fencing import fence_transactional_id
+from mirrorlib.kafka.fencing import DepartedFence, fence_transactional_id
+from mirrorlib.kafka.worker_reports import WorkerReportWriter
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import ReplicatorProcess, mm2_properties, read_all, wait_for
+from tests.runtime.conftest import (
+    ReplicatorProcess,
+    config,
+    mm2_properties,
+    read_all,
+    wait_for,
+)
 from tests.runtime.test_delivery import Load, assert_each_once
 
 
@@ -36,6 +46,54 @@ def test_the_users_producer_settings_cannot_turn_idempotence_off_for_the_fence()
             cluster="B",
             timeout=1.0,
         )  # (it reached the coordinator's address, not a configuration error)
+
+
+def _departed_node(settings: FlowSettings, topic: str, slots: int) -> list[WorkerReport]:
+    """The last reports of node "gone" (``slots`` slots, one partition each), a minute old."""
+    ts = int(time.time() * 1000) - 60_000
+
+    def report(i: int) -> WorkerReport:
+        return WorkerReport(
+            flow=settings.name, node="gone", slot=i, pid=None, state=WorkerState.RUNNING,
+            restarts=0, partitions=((topic, i),), records_per_second=0.0,
+            bytes_per_second=0.0, lag_records=None, timestamp_ms=ts, interval_s=1.0,
+            tasks_max=slots, transactional_id=f"{settings.name}.gone.{i}",
+        )  # fmt: skip
+
+    return [report(i) for i in range(slots)]
+
+
+@pytest.mark.integration
+def test_a_departed_nodes_slots_are_fenced_at_once_and_once(two_clusters: ClusterSet) -> None:
+    """A node of ``tasks.max=4`` left: the node given its partitions fences its four
+    transactional ids together (each fence waits for the coordinator, up to its timeout: one
+    after another, a node of ``tasks.max=16`` would hold up the new holder's assignment for
+    16 timeouts), and a second assignment of the same partitions fences nothing again."""
+    topic = "departed.slots"
+    cfg = config(two_clusters, ["A->B"], **{"B.exactly.once.source.support": "enabled"})
+    settings = attrs.evolve(FlowSettings.from_config(cfg, cfg.flow("A", "B")), node="here")
+    reports = _departed_node(settings, topic, 4)
+    two_clusters[1].create_topic(settings.worker_status_topic, 1)  # (the internal topics' job)
+    writer = WorkerReportWriter(
+        settings.target_producer, settings.target_admin, settings.worker_status_topic, alias="B"
+    )
+    assert writer.write(reports) is None
+    writer.close()
+    partitions = [(topic, i) for i in range(4)]
+    fence = DepartedFence(settings)
+    assert sorted(fence.before_copying(partitions)) == [r.transactional_id for r in reports]
+    assert fence.before_copying(partitions) == []
+
+    # the same with a target that does not answer: four fences of 3 s each fail together
+    unanswered = attrs.evolve(
+        settings,
+        target_producer={**settings.target_producer, "bootstrap.servers": "127.0.0.1:1"},
+        admin_timeout=3.0,
+    )
+    began = time.monotonic()
+    assert DepartedFence(unanswered).before_copying(partitions) == []
+    took = time.monotonic() - began
+    assert took < 2 * 3.0, f"the fences ran one after another: {took:.1f} s for four"
 
 
 @pytest.mark.integration

@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException, Producer
 
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.worker_reports import departed_holders
+from mirrorlib.core.worker_reports import WorkerReport, departed_holders
 from mirrorlib.errors import MirrorError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import kafka_error
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: seconds a fence waits at most for the target (the flow's ``admin.timeout.ms`` if lower)
 FENCE_TIMEOUT_S = 10.0
+#: fences :class:`DepartedFence` runs at once (a node of ``tasks.max=16`` leaving: 16 ids)
+MAX_PARALLEL_FENCES = 16
 
 
 def fence_transactional_id(
@@ -71,8 +74,9 @@ def fence_transactional_id(
 
 class DepartedFence:
     """Fences the transactional ids of other nodes' slots that left the flow's group without a
-    clean stop while holding partitions this node is given (see the module). Each slot is
-    fenced once per report (a slot that reports again and leaves again is fenced again)."""
+    clean stop while holding partitions this node is given (see the module), all at once (each
+    waits for the coordinator, up to its timeout). Each slot is fenced once per report (a slot
+    that reports again and leaves again is fenced again)."""
 
     def __init__(self, settings: FlowSettings) -> None:
         self.s = settings
@@ -98,25 +102,40 @@ class DepartedFence:
             return []
         now_ms = int(time.time() * 1000)
         wanted = frozenset(partitions)
-        fenced = []
+        due = []
         for r in departed_holders(reports, wanted, flow=s.name, node=s.node, now_ms=now_ms):
             assert r.transactional_id is not None
-            if (r.transactional_id, r.timestamp_ms) in self._fenced:
-                continue
-            self._fenced.add((r.transactional_id, r.timestamp_ms))
-            held = ", ".join(f"{t}-{p}" for t, p in sorted(wanted.intersection(r.partitions)))
-            silent = (now_ms - r.timestamp_ms) / 1000.0
+            if (r.transactional_id, r.timestamp_ms) not in self._fenced:
+                self._fenced.add((r.transactional_id, r.timestamp_ms))
+                due.append(r)
+        if not due:
+            return []
+
+        def fence(r: WorkerReport) -> MirrorError | None:
+            assert r.transactional_id is not None
             try:
                 fence_transactional_id(
                     s.target_producer, r.transactional_id, cluster=s.target, timeout=timeout
                 )
             except MirrorError as exc:
+                return exc
+            return None
+
+        # at once: each fence waits for a round trip to the coordinator, or for the timeout
+        with ThreadPoolExecutor(min(len(due), MAX_PARALLEL_FENCES), "fence") as pool:
+            outcomes = list(pool.map(fence, due))
+        fenced: list[str] = []
+        for r, failed in zip(due, outcomes, strict=True):
+            held = ", ".join(f"{t}-{p}" for t, p in sorted(wanted.intersection(r.partitions)))
+            silent = (now_ms - r.timestamp_ms) / 1000.0
+            if failed is not None:
                 log.warning(
                     "flow %s: node %s (slot %d) held %s and has not reported for %.0fs; "
                     "could not fence its transactional id: %s",
-                    s.name, r.node, r.slot, held, silent, exc,
+                    s.name, r.node, r.slot, held, silent, failed,
                 )  # fmt: skip
                 continue
+            assert r.transactional_id is not None
             fenced.append(r.transactional_id)
             log.info(
                 "flow %s: node %s (slot %d) held %s and has not reported for %.0fs: fenced "

@@ -5,17 +5,23 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from mirrorlib import MirrorConfig
+from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.workerproto import (
+    DEFAULT_SESSION_TIMEOUT_S,
     FRAME_HEADER_SIZE,
     MAX_FRAME,
+    REPORT_INTERVAL_S,
     Assign,
+    Keepalive,
     PartitionReport,
     ReportMerger,
     WorkerProtocolError,
     decode_frame,
     encode_frame,
     frame_size,
+    parent_silence_limit,
     report_of,
 )
 
@@ -84,3 +90,25 @@ def test_report_of_copies_the_counters() -> None:
         4,
         9,
     )
+
+
+def _settings(**extra: str) -> FlowSettings:
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:2",
+            "A->B.enabled": "true",
+            **extra,
+        }
+    )
+    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+
+
+def test_a_worker_leaves_a_silent_parent_before_the_group_moves_its_partitions() -> None:
+    assert parent_silence_limit(_settings()) == DEFAULT_SESSION_TIMEOUT_S * 2 / 3
+    short = _settings(**{"A->B.source.consumer.session.timeout.ms": "9000"})
+    assert parent_silence_limit(short) == 6.0
+    tiny = _settings(**{"A->B.source.consumer.session.timeout.ms": "1500"})
+    assert parent_silence_limit(tiny) == 6 * REPORT_INTERVAL_S  # not below the heartbeats'
+    assert decode_frame(encode_frame(Keepalive())[FRAME_HEADER_SIZE:]) == Keepalive()

@@ -294,6 +294,75 @@ def test_a_restarted_process_copies_again_within_seconds(
         proc.kill()
 
 
+def test_the_workers_of_a_stopped_parent_exit_before_its_partitions_move(
+    two_clusters: ClusterSet, tmp_path: Path
+) -> None:
+    """``mirrorlib run`` with ``tasks.max=2`` is SIGSTOPped under load: its workers hear nothing
+    from it for two thirds of the group's session timeout (6 s of 9) and exit without
+    committing, writing nothing more, before the group could give the partitions to another
+    node. SIGCONT: the parent starts new workers and copies on; nothing is lost."""
+    a, b = two_clusters
+    topic = "workers.silent"
+    a.create_topic(topic, 4)
+    props = mm2_properties(
+        two_clusters,
+        ["A->B"],
+        **{
+            "A->B.topics": "workers\\.silent",
+            "tasks.max": "2",
+            "node.id": "silent",
+            "A->B.source.consumer.session.timeout.ms": "9000",
+        },
+    )
+    proc = ReplicatorProcess(props, tmp_path, name="silent")
+    load = Load(a, topic, 4).start()
+    stopped = False
+    try:
+        proc.start()
+        wait_for("copying", lambda: sum(end_offsets(b, f"A.{topic}").values()) > 1000, timeout=90)
+        workers = children(proc.proc.pid)
+        assert len(workers) == 2
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        stopped = True
+        began = time.monotonic()
+        wait_for("the workers gone", lambda: not any(alive(p) for p in workers), timeout=30)
+        print(f"the workers exited {time.monotonic() - began:.1f}s after their parent stopped")
+        assert proc.log.read_text().count("has sent nothing for") == 2, proc.log_tail()
+        written = sum(end_offsets(b, f"A.{topic}").values())
+        time.sleep(2.0)
+        assert sum(end_offsets(b, f"A.{topic}").values()) == written  # nobody writes
+        os.kill(proc.proc.pid, signal.SIGCONT)
+        stopped = False
+        wait_for(
+            "two new workers",
+            lambda: len([p for p in children(proc.proc.pid) if alive(p) and p not in workers])
+            == 2,
+            timeout=60,
+        )
+        mark = load.sent
+        wait_for(
+            "copying again",
+            lambda: sum(end_offsets(b, f"A.{topic}").values()) > mark + 200,
+            timeout=90,
+        )
+        load.stop()
+        sent = load.sent
+        wait_for(
+            "every record copied",
+            lambda: len({int(m.value()) for m in read_all(b, f"A.{topic}")}) >= sent,
+            timeout=90,
+            interval=1.0,
+        )
+        assert proc.stop() == 0, proc.log_tail()
+        values = {int(m.value()) for m in read_all(b, f"A.{topic}")}
+        assert values == set(range(sent))  # at-least-once: nothing lost
+    finally:
+        if stopped:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        load.stop()
+        proc.kill()
+
+
 def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     two_clusters: ClusterSet, tmp_path: Path
 ) -> None:

@@ -8,8 +8,10 @@ parent starts ``sys.executable -m mirrorlib.runtime.worker``), and the messages 
 values: the flow's settings as data, never code of the embedding program.
 
 Parent -> worker: :class:`Start` (once, first), then :class:`Topics` and :class:`Assign`
-whenever they change (the first :class:`Assign` follows :class:`Start` at once), :class:`Stop`
-to end. Worker -> parent: :class:`Report` every :data:`REPORT_INTERVAL_S` (the heartbeat, with
+whenever they change (the first :class:`Assign` follows :class:`Start` at once),
+:class:`Keepalive` every :data:`REPORT_INTERVAL_S` (a worker that hears nothing from its parent
+for :func:`parent_silence_limit` exits: its parent is stopped or hung, and the group will give
+its partitions to another node), :class:`Stop` to end. Worker -> parent: :class:`Report` every :data:`REPORT_INTERVAL_S` (the heartbeat, with
 per-partition counters), :class:`Applied` once it holds exactly an assignment (every partition
 it dropped is committed and released; it is sent only after the worker's transactional producer
 was initialised, so the first one also says that any earlier process of the slot is fenced),
@@ -35,12 +37,14 @@ from mirrorlib.core.syncs import EmittedSync
 from mirrorlib.errors import WorkerProtocolError
 
 __all__ = [
+    "DEFAULT_SESSION_TIMEOUT_S",
     "FRAME_HEADER_SIZE",
     "MAX_FRAME",
     "REPORT_INTERVAL_S",
     "Applied",
     "Assign",
     "Exit",
+    "Keepalive",
     "PartitionReport",
     "Report",
     "ReportMerger",
@@ -52,6 +56,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "frame_size",
+    "parent_silence_limit",
     "report_of",
 ]
 
@@ -59,6 +64,8 @@ Key = tuple[str, int]
 
 #: seconds between two reports (heartbeats) of a worker
 REPORT_INTERVAL_S = 0.5
+#: the source group's session timeout when the flow sets none (librdkafka's default)
+DEFAULT_SESSION_TIMEOUT_S = 45.0
 #: a frame larger than this is refused (a corrupt length)
 MAX_FRAME = 256 * 1024 * 1024
 _LEN = struct.Struct(">I")
@@ -98,6 +105,26 @@ class Assign:
 @attrs.frozen
 class Stop:
     """Commit and end."""
+
+
+@attrs.frozen
+class Keepalive:
+    """The parent runs (sent every :data:`REPORT_INTERVAL_S`)."""
+
+
+def parent_silence_limit(settings: FlowSettings) -> float:
+    """Seconds a worker goes on without any frame from its parent before it exits, writing
+    nothing more: two thirds of the flow's source group session timeout (its parent's group
+    membership ends after the whole timeout, and the group then gives the partitions its
+    workers copy to another node), at least 6 report intervals. A parent stopped (SIGSTOP, a
+    debugger) or hung that long has its workers end before another node copies their
+    partitions."""
+    raw = settings.source_consumer.get("session.timeout.ms")
+    try:
+        session = float(raw) / 1000.0 if raw is not None else DEFAULT_SESSION_TIMEOUT_S
+    except (TypeError, ValueError):
+        session = DEFAULT_SESSION_TIMEOUT_S
+    return max(session * 2.0 / 3.0, 6 * REPORT_INTERVAL_S)
 
 
 @attrs.frozen

@@ -10,6 +10,11 @@ offset syncs handed to the parent. It ends:
 * when its parent is gone (stdin closed, or its parent process id changed): it commits within
   :data:`ORPHAN_DEADLINE_S` or exits without, so a kill -9 of the parent leaves no worker
   behind; status 0;
+* when its parent sent nothing (not even a :class:`~mirrorlib.core.workerproto.Keepalive`)
+  for :func:`~mirrorlib.core.workerproto.parent_silence_limit` (the parent is stopped or
+  hung; its group membership is about to end and its partitions to move): at once, without
+  committing, status :data:`EXIT_PARENT_SILENT` (its open transaction is aborted by the fence
+  of the node given the partitions, or by the broker);
 * when its producer dies or is fenced (a newer process of its slot took over): at once, writing
   nothing more, status :data:`EXIT_FENCED`;
 * on data loss with ``data.loss.action=fail``: status :data:`EXIT_FAILED` (the flow fails).
@@ -27,6 +32,7 @@ from typing import IO, Any
 import attrs
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.stalls import WatchdogClock
 from mirrorlib.core.status import PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
@@ -34,11 +40,13 @@ from mirrorlib.core.workerproto import (
     Applied,
     Assign,
     Exit,
+    Keepalive,
     Report,
     Start,
     Stop,
     Syncs,
     Topics,
+    parent_silence_limit,
     report_of,
 )
 from mirrorlib.kafka.copier import Copier, DirectAssignment
@@ -46,14 +54,18 @@ from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.frames import read_frame, write_frame
 from mirrorlib.runtime.process import tune_gc
 
-__all__ = ["EXIT_FAILED", "EXIT_FENCED", "ORPHAN_DEADLINE_S", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_FENCED", "EXIT_PARENT_SILENT", "ORPHAN_DEADLINE_S", "main"]
 
 log = logging.getLogger(__name__)
 
 EXIT_FENCED = 3
 EXIT_FAILED = 4
+EXIT_PARENT_SILENT = 5
 #: seconds an orphaned worker (its parent died) has to commit before it exits regardless
 ORPHAN_DEADLINE_S = 10.0
+#: a round of the parent watch later than this after the previous one: the worker itself was
+#: not running (stopped, the machine paused), and its parent's silence counts anew
+_WATCH_PAUSE_S = 2.0
 
 
 class _Channel:
@@ -98,6 +110,7 @@ class _Worker:
         self.start = start
         self.channel = channel
         self.stop = stop
+        self.heard = time.monotonic()  # the parent's last frame
         self.catalog = TopicCatalog()
         self.stats = StatsRegistry(s.source, s.target, internal=s.policy.is_heartbeats_topic)
         self.assignment = DirectAssignment(lambda version: channel.send(Applied(version)))
@@ -127,6 +140,7 @@ class _Worker:
             except Exception:
                 log.exception("worker %d: unreadable message from the parent", self.start.slot)
                 message = None
+            self.heard = time.monotonic()
             if message is None or isinstance(message, Stop):
                 if message is None:
                     self._orphaned("its parent closed the pipe")
@@ -136,6 +150,27 @@ class _Worker:
                 self.catalog.publish(message.topics)
             elif isinstance(message, Assign):
                 self.assignment.set(message.version, message.partitions)
+            elif not isinstance(message, Keepalive):
+                log.warning("worker %d: unexpected message %r", self.start.slot, message)
+
+    def watch_parent(self) -> None:
+        """Exit at once, committing nothing, when the parent has sent nothing for
+        :func:`parent_silence_limit` (see the module)."""
+        limit = parent_silence_limit(self.start.settings)
+        clock = WatchdogClock(_WATCH_PAUSE_S)
+        while not self.stop.wait(REPORT_INTERVAL_S):
+            now = time.monotonic()
+            clock.tick(now)
+            silent = clock.silent(self.heard, now)
+            if silent > limit:
+                log.error(
+                    "worker %d (pid %d) of flow %s: its parent (pid %d) has sent nothing for "
+                    "%.0fs (stopped or hung; its group membership ends after the session "
+                    "timeout): exiting without committing, writing nothing more",
+                    self.start.slot, os.getpid(), self.start.settings.name,
+                    self.start.parent_pid, silent,
+                )  # fmt: skip
+                os._exit(EXIT_PARENT_SILENT)
 
     def _orphaned(self, why: str) -> None:
         log.warning(
@@ -195,6 +230,7 @@ class _Worker:
     def run(self, stream: IO[bytes]) -> int:
         threading.Thread(target=self.read_parent, args=(stream,), daemon=True).start()
         threading.Thread(target=self.report, daemon=True).start()
+        threading.Thread(target=self.watch_parent, daemon=True).start()
         self.copier.run(self.stop)
         if self.copier.failed is not None:
             self.channel.send(Exit(self.copier.failed, failed=True))

@@ -68,6 +68,7 @@ from mirrorlib.core.workerproto import (
     Applied,
     Assign,
     Exit,
+    Keepalive,
     Report,
     ReportMerger,
     Start,
@@ -80,7 +81,7 @@ from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FAILED
+from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_PARENT_SILENT
 from mirrorlib.runtime.worker_status import WorkerReporter
 
 __all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
@@ -309,6 +310,7 @@ class Supervisor:
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
         self._clock = WatchdogClock(PARENT_PAUSE_S)
+        self._keepalive_at = 0.0
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -400,6 +402,7 @@ class Supervisor:
             now = time.monotonic()
             self._clock.tick(now)
             self._watch(now)
+            self._keep_alive(now)
             self._start_due(now)
             self._forward_topics()
             owned = self.owned()
@@ -550,7 +553,9 @@ class Supervisor:
         slot.down_since = now
         if now - proc.started >= HEALTHY_S:
             slot.backoff.reset()
-        if slot.last_error is None and code != 0:
+        if code == EXIT_PARENT_SILENT:  # this process was stopped or hung: the worker left
+            slot.last_error = "exited: it heard nothing from this process for too long"
+        elif slot.last_error is None and code != 0:
             slot.last_error = f"exited with status {code}"
         if code == EXIT_FAILED:  # the flow fails: no restart
             slot.next_start = float("inf")
@@ -585,6 +590,16 @@ class Supervisor:
                 proc.close_pipes()
                 with self._lock:
                     self._stale.remove(proc)
+
+    def _keep_alive(self, now: float) -> None:
+        """Tell every process the parent runs (a worker that hears nothing for a while exits:
+        :func:`~mirrorlib.core.workerproto.parent_silence_limit`)."""
+        if now < self._keepalive_at:
+            return
+        self._keepalive_at = now + REPORT_INTERVAL_S
+        for slot in self.slots:
+            if (proc := slot.process) is not None:
+                proc.send(Keepalive())
 
     def _replace(self, slot: _Slot, proc: _Process, silent: float) -> None:
         """``proc`` stopped reporting: a new process of the slot takes over with the same

@@ -5,8 +5,6 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from mirrorlib import MirrorConfig
-from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.workerproto import (
     DEFAULT_SESSION_TIMEOUT_S,
@@ -24,6 +22,7 @@ from mirrorlib.core.workerproto import (
     parent_silence_limit,
     report_of,
 )
+from tests.runtime.conftest import offline_settings
 
 
 def test_a_frame_is_its_length_then_its_message() -> None:
@@ -92,23 +91,10 @@ def test_report_of_copies_the_counters() -> None:
     )
 
 
-def _settings(**extra: str) -> FlowSettings:
-    cfg = MirrorConfig.from_properties(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "127.0.0.1:1",
-            "B.bootstrap.servers": "127.0.0.1:2",
-            "A->B.enabled": "true",
-            **extra,
-        }
-    )
-    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
-
-
 def test_a_worker_leaves_a_silent_parent_before_the_group_moves_its_partitions() -> None:
-    assert parent_silence_limit(_settings()) == DEFAULT_SESSION_TIMEOUT_S * 2 / 3
-    short = _settings(**{"A->B.source.consumer.session.timeout.ms": "9000"})
+    assert parent_silence_limit(offline_settings()) == DEFAULT_SESSION_TIMEOUT_S * 2 / 3
+    short = offline_settings(**{"A->B.source.consumer.session.timeout.ms": "9000"})
     assert parent_silence_limit(short) == 6.0
-    tiny = _settings(**{"A->B.source.consumer.session.timeout.ms": "1500"})
+    tiny = offline_settings(**{"A->B.source.consumer.session.timeout.ms": "1500"})
     assert parent_silence_limit(tiny) == 6 * REPORT_INTERVAL_S  # not below the heartbeats'
     assert decode_frame(encode_frame(Keepalive())[FRAME_HEADER_SIZE:]) == Keepalive()

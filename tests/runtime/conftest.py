@@ -10,6 +10,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import MirrorConfig
+from mirrorlib.core.settings import FlowSettings
 from mirrorlib.testing import BaseCluster
 
 T = TypeVar("T")
@@ -46,6 +47,20 @@ def mm2_properties(
     props.update(FAST)
     props.update(extra)
     return props
+
+
+def offline_settings(**extra: str) -> FlowSettings:
+    """The settings of flow A->B between two clusters nobody listens on (no broker needed)."""
+    cfg = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:2",
+            "A->B.enabled": "true",
+            **extra,
+        }
+    )
+    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
 
 
 def config(clusters: Iterable[BaseCluster], flows: Iterable[str], **extra: str) -> MirrorConfig:

@@ -15,31 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from mirrorlib import MirrorConfig
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
 from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.runtime import workers
 from mirrorlib.runtime.workers import Supervisor
-from tests.runtime.conftest import wait_for
+from tests.runtime.conftest import offline_settings, wait_for
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
 KEYS = frozenset({("t", p) for p in range(4)})
 
 
 def settings() -> FlowSettings:
-    cfg = MirrorConfig.from_properties(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "127.0.0.1:1",
-            "B.bootstrap.servers": "127.0.0.1:2",
-            "A->B.enabled": "true",
-            "tasks.max": "2",
-            "emit.offset-syncs.enabled": "false",
-        }
-    )
-    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    return offline_settings(**{"tasks.max": "2", "emit.offset-syncs.enabled": "false"})
 
 
 def fake_command() -> list[str]:

@@ -8,28 +8,17 @@ import time
 
 import pytest
 
-from mirrorlib import MirrorConfig
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
 from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState
 from mirrorlib.kafka.worker_reports import WorkerReportWriter, read_worker_reports
 from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot
 from mirrorlib.testing import ClusterSet
-from tests.runtime.conftest import config
+from tests.runtime.conftest import config, offline_settings
 
 
 def settings(**extra: str) -> FlowSettings:
-    cfg = MirrorConfig.from_properties(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "127.0.0.1:1",
-            "B.bootstrap.servers": "127.0.0.1:2",
-            "A->B.enabled": "true",
-            "node.id": "n7",
-            **extra,
-        }
-    )
-    return FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    return offline_settings(**{"node.id": "n7", **extra})
 
 
 def counters() -> StatsRegistry:

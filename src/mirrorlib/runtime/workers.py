@@ -310,7 +310,6 @@ class Supervisor:
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
         self._clock = WatchdogClock(PARENT_PAUSE_S)
-        self._keepalive_at = 0.0
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -378,6 +377,10 @@ class Supervisor:
                 flow=self.s.name,
                 on_written=self._sync_written,
             )
+        threading.Thread(
+            target=self._keep_alive, args=(stop,), name=f"mirrorlib {self.s.name} keepalive",
+            daemon=True,
+        ).start()  # fmt: skip
         try:
             while not stop.is_set():
                 try:
@@ -402,7 +405,6 @@ class Supervisor:
             now = time.monotonic()
             self._clock.tick(now)
             self._watch(now)
-            self._keep_alive(now)
             self._start_due(now)
             self._forward_topics()
             owned = self.owned()
@@ -591,15 +593,15 @@ class Supervisor:
                 with self._lock:
                     self._stale.remove(proc)
 
-    def _keep_alive(self, now: float) -> None:
-        """Tell every process the parent runs (a worker that hears nothing for a while exits:
-        :func:`~mirrorlib.core.workerproto.parent_silence_limit`)."""
-        if now < self._keepalive_at:
-            return
-        self._keepalive_at = now + REPORT_INTERVAL_S
-        for slot in self.slots:
-            if (proc := slot.process) is not None:
-                proc.send(Keepalive())
+    def _keep_alive(self, stop: threading.Event) -> None:
+        """Tell every process, twice a second, that this process runs (a worker that hears
+        nothing for a while exits: :func:`~mirrorlib.core.workerproto.parent_silence_limit`).
+        A thread of its own: a round of the loop that fails and backs off does not make the
+        workers leave."""
+        while not stop.wait(REPORT_INTERVAL_S):
+            for slot in self.slots:
+                if (proc := slot.process) is not None:
+                    proc.send(Keepalive())
 
     def _replace(self, slot: _Slot, proc: _Process, silent: float) -> None:
         """``proc`` stopped reporting: a new process of the slot takes over with the same

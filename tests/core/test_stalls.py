@@ -6,6 +6,7 @@ import pytest
 
 from mirrorlib.core.stalls import (
     STUCK_PRODUCER_S,
+    SilenceGauge,
     StallNotice,
     StallWatch,
     StuckProducer,
@@ -108,3 +109,37 @@ def test_the_time_a_watchdog_was_paused_is_not_held_against_a_peer() -> None:
 def test_a_watchdog_clock_needs_a_positive_pause() -> None:
     with pytest.raises(ValueError, match="positive"):
         WatchdogClock(pause=0)
+
+
+def test_a_silence_gauge_says_how_long_a_stopped_sender_sent_nothing() -> None:
+    gauge = SilenceGauge(window=60.0)
+    assert gauge.longest(5.0) == 0.0  # nothing sent yet
+    for i in range(10):  # a keepalive every 0.5 s
+        gauge.tick(i * 0.5)
+    assert gauge.longest(4.6) == pytest.approx(0.5)
+    # stopped at 4.5 s for 20 s: the silence going on counts before the next send ...
+    assert gauge.longest(24.5) == pytest.approx(20.0)
+    gauge.tick(24.5)
+    gauge.tick(25.0)
+    # ... and after it, for the window
+    assert gauge.longest(25.2) == pytest.approx(20.0)
+    assert gauge.longest(84.4) == pytest.approx(59.4)  # nothing sent since 25.0
+    for i in range(1, 200):
+        gauge.tick(25.0 + i * 0.5)
+    assert gauge.longest(124.6) == pytest.approx(0.5)  # the long gap is out of the window
+
+
+def test_a_silence_gauge_keeps_the_longest_gap_of_its_window() -> None:
+    gauge = SilenceGauge(window=60.0)
+    gauge.tick(0.0)
+    gauge.tick(10.0)  # 10 s
+    gauge.tick(13.0)  # 3 s: the 10 s gap stays
+    assert gauge.longest(13.5) == pytest.approx(10.0)
+    gauge.tick(80.0)  # 67 s, and the 10 s gap is out of the window
+    gauge.tick(81.0)
+    assert gauge.longest(81.5) == pytest.approx(67.0)
+
+
+def test_a_silence_gauge_needs_a_positive_window() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        SilenceGauge(window=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -342,6 +343,11 @@ def test_the_workers_of_a_stopped_parent_exit_before_its_partitions_move(
             == 2,
             timeout=60,
         )
+        # the slots' status names the parent's own silence and the limit
+        said = re.findall(r"this process sent it nothing for (\d+)s \(stopped or starved; "
+                          r"a worker leaves after 6s\)", proc.log.read_text())  # fmt: skip
+        assert len(said) == 2, proc.log_tail()
+        assert all(int(s) >= 6 for s in said), said
         mark = load.sent
         wait_for(
             "copying again",

@@ -16,14 +16,23 @@ a reported problem, and no acknowledgement since.
 A watchdog that declares a peer dead after some seconds of silence may itself be paused (SIGSTOP
 of its process tree, a suspended VM, a starved machine): the peer's messages wait in a pipe
 meanwhile, and the time the watchdog did not run proves nothing about the peer.
-:class:`WatchdogClock` counts silence from the watchdog's own last pause.
+:class:`WatchdogClock` counts silence from the watchdog's own last pause. The other side of it:
+:class:`SilenceGauge` measures how long a process sending keepalives went without sending, so
+it can say why a peer that heard nothing left.
 """
 
 from __future__ import annotations
 
 import attrs
 
-__all__ = ["STUCK_PRODUCER_S", "StallNotice", "StallWatch", "StuckProducer", "WatchdogClock"]
+__all__ = [
+    "STUCK_PRODUCER_S",
+    "SilenceGauge",
+    "StallNotice",
+    "StallWatch",
+    "StuckProducer",
+    "WatchdogClock",
+]
 
 #: Seconds a producer may go on reporting that it cannot write (no producer id, coordinator
 #: loading or gone: :func:`~mirrorlib.core.status.stall_reason`) with records waiting for it and
@@ -132,3 +141,37 @@ class WatchdogClock:
         if self._awake_since is not None and self._awake_since > since:
             since = self._awake_since
         return max(now - since, 0.0)
+
+
+class SilenceGauge:
+    """How long a sender of keepalives went without sending: the sender calls :meth:`tick`
+    each time it sends; :meth:`longest` is its longest silence of the last ``window`` seconds,
+    the one going on included (a process that was stopped learns, once it runs again, how long
+    its peers heard nothing from it). It keeps one past gap, the longest that ended within the
+    window (an older one gives way to the next gap). The caller's clock; one thread ticks, any
+    may read."""
+
+    def __init__(self, window: float = 60.0) -> None:
+        if window <= 0:
+            raise ValueError("window must be positive")
+        self.window = window
+        self._last: float | None = None  # the last send
+        self._gap = 0.0  # the longest gap between two sends ...
+        self._gap_end: float | None = None  # ... and when it ended
+
+    def tick(self, now: float) -> None:
+        """A send at ``now``."""
+        if self._last is not None:
+            gap = now - self._last
+            stale = self._gap_end is None or now - self._gap_end > self.window
+            if gap >= self._gap or stale:
+                self._gap, self._gap_end = gap, now
+        self._last = now
+
+    def longest(self, now: float) -> float:
+        """The longest silence (seconds) within ``window`` before ``now``, the current one
+        (since the last send) included; 0 before the first send."""
+        last, gap, gap_end = self._last, self._gap, self._gap_end
+        current = now - last if last is not None else 0.0
+        recent = gap if gap_end is not None and now - gap_end <= self.window else 0.0
+        return max(current, recent, 0.0)

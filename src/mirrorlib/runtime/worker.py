@@ -154,11 +154,16 @@ class _Worker:
                 log.warning("worker %d: unexpected message %r", self.start.slot, message)
 
     def watch_parent(self) -> None:
-        """Exit at once, committing nothing, when the parent has sent nothing for
-        :func:`parent_silence_limit` (see the module)."""
+        """Every :data:`REPORT_INTERVAL_S`: stop (committing within :data:`ORPHAN_DEADLINE_S`)
+        when the parent process is gone; exit at once, committing nothing, when it has sent
+        nothing for :func:`parent_silence_limit` (see the module)."""
         limit = parent_silence_limit(self.start.settings)
         clock = WatchdogClock(_WATCH_PAUSE_S)
         while not self.stop.wait(REPORT_INTERVAL_S):
+            if os.getppid() != self.start.parent_pid:
+                self._orphaned("its parent process is gone")
+                self.stop.set()
+                return
             now = time.monotonic()
             clock.tick(now)
             silent = clock.silent(self.heard, now)
@@ -188,17 +193,13 @@ class _Worker:
         threading.Thread(target=deadline, daemon=True).start()
 
     def report(self) -> None:
-        """Send a report every :data:`REPORT_INTERVAL_S` (the heartbeat); watch the parent."""
+        """Send a report every :data:`REPORT_INTERVAL_S` (the heartbeat)."""
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # age/latency sample counts
         # partition -> (its counters, which holding): dropped and given back, a partition has
         # new counters (from 0) and the parent must count them anew
         holdings: dict[tuple[str, int], tuple[PartitionStats, int]] = {}
         held = 0
         while not self.stop.wait(REPORT_INTERVAL_S):
-            if os.getppid() != self.start.parent_pid:
-                self._orphaned("its parent process is gone")
-                self.stop.set()
-                return
             parts = []
             current = self.stats.partitions()
             for key in holdings.keys() - current.keys():

@@ -59,7 +59,7 @@ from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.placement import load_of, place
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.stalls import WatchdogClock
+from mirrorlib.core.stalls import SilenceGauge, WatchdogClock
 from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.worker_reports import SlotInfo, WorkerState
@@ -75,6 +75,7 @@ from mirrorlib.core.workerproto import (
     Stop,
     Syncs,
     Topics,
+    parent_silence_limit,
 )
 from mirrorlib.errors import MirrorError
 from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
@@ -310,6 +311,7 @@ class Supervisor:
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
         self._clock = WatchdogClock(PARENT_PAUSE_S)
+        self._silence = SilenceGauge()  # the keepalive thread's gaps
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -556,7 +558,10 @@ class Supervisor:
         if now - proc.started >= HEALTHY_S:
             slot.backoff.reset()
         if code == EXIT_PARENT_SILENT:  # this process was stopped or hung: the worker left
-            slot.last_error = "exited: it heard nothing from this process for too long"
+            slot.last_error = (
+                f"exited: this process sent it nothing for {self._silence.longest(now):.0f}s "
+                f"(stopped or starved; a worker leaves after {parent_silence_limit(self.s):.0f}s)"
+            )
         elif slot.last_error is None and code != 0:
             slot.last_error = f"exited with status {code}"
         if code == EXIT_FAILED:  # the flow fails: no restart
@@ -599,6 +604,7 @@ class Supervisor:
         A thread of its own: a round of the loop that fails and backs off does not make the
         workers leave."""
         while not stop.wait(REPORT_INTERVAL_S):
+            self._silence.tick(time.monotonic())
             for slot in self.slots:
                 if (proc := slot.process) is not None:
                     proc.send(Keepalive())

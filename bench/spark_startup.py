@@ -9,6 +9,11 @@ record on the target, and to the end of the job. A variant is a ``src/`` directo
 mirrorlib from (e.g. ``/work/main/src`` against a worktree's) and optional extra
 ``PYSPARK_SUBMIT_ARGS``. The driver's log (INFO, with mirrorlib's start-up timings) of each run
 is kept next to the JSON result.
+
+``--cache NAME=fresh`` gives each run of variant NAME a new, empty cache directory (the first
+job of a fresh installation: no class-data archive; it writes one as it exits);
+``--cache NAME=prepared`` the same, after ``python -m mirrorlib.spark --prepare`` wrote the
+archive into it (timed apart). Other variants use the user's cache directory.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def _variant(spec: str) -> tuple[str, str, str]:
 
 def run_once(
     name: str, src: str, args: str, props: Path, topic: str, records: int, ob: kio.Offsets,
-    work: Path, k: int,
+    work: Path, k: int, cache: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     chk = work / f"chk-{name}-{k}"
     log_path = work / f"driver-{name}-{k}.log"
@@ -50,6 +55,14 @@ def run_once(
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_SUBMIT_ARGS=f"{args} {SPARK_SUBMIT_ARGS}".strip(),
     )
+    prepare_s = None
+    if cache is not None:  # a new, empty cache directory for this run
+        env["XDG_CACHE_HOME"] = str(work / f"cache-{name}-{k}")
+        if cache == "prepared":
+            began = time.monotonic()
+            subprocess.run([sys.executable, "-m", "mirrorlib.spark", "--prepare"], env=env,
+                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            prepare_s = round(time.monotonic() - began, 2)
     cmd = [
         sys.executable, "-m", "mirrorlib.spark", str(props), "--checkpoint-location", str(chk),
         "--master", "local[2]", "--backfill", "--log-level", "INFO",
@@ -78,6 +91,8 @@ def run_once(
         "last_record_s": None if last is None else round(last - started, 2),
         "job_s": round(ended - started, 2),
         "exit_status": status,
+        "cache": cache or "user",
+        "prepare_s": prepare_s,
         "started_utc": time.strftime("%H:%M:%S", time.gmtime(started_wall))
         + f".{int(started_wall % 1 * 1000):03d}",
         "log": str(log_path),
@@ -93,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--variant", action="append", default=[], help="NAME=SRC[;SUBMIT_ARGS]")
     p.add_argument("--out", default=str(ROOT / "bench/results"))
+    p.add_argument("--cache", action="append", default=[], help="NAME=fresh|prepared")
     args = p.parse_args(argv)
+    caches = dict(c.split("=", 1) for c in args.cache)
+    if set(caches.values()) - {"fresh", "prepared"}:
+        p.error("--cache takes NAME=fresh or NAME=prepared")
     variants = [_variant(v) for v in args.variant] or [_variant("current=")]
     stamp = time.strftime("%Y-%m-%d-%H%M", time.gmtime())
     work = Path(f"/tmp/spark-startup-{stamp}")
@@ -119,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 time.sleep(1.0)
-                rows.append(run_once(name, src, extra, props, topic, args.records, ob, work, k))
+                rows.append(run_once(name, src, extra, props, topic, args.records, ob, work, k,
+                                     caches.get(name)))  # fmt: skip
         ob.close()
     doc = {
         "what": "seconds from `python -m mirrorlib.spark --backfill --master local[2]` start to "
@@ -127,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         "records": args.records,
         "record_size": 100,
         "partitions": 4,
-        "variants": {n: {"src": s, "submit_args": x} for n, s, x in variants},
+        "variants": {
+            n: {"src": s, "submit_args": x, "cache": caches.get(n, "user")} for n, s, x in variants
+        },
         "rows": rows,
     }
     path = Path(args.out) / f"{stamp}-spark-startup.json"

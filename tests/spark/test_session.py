@@ -1,4 +1,5 @@
-"""The settings of the sessions mirrorlib creates (no Spark needed)."""
+"""The settings of the sessions mirrorlib creates, and what preparing an archive refuses (no
+Spark needed)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from mirrorlib.errors import ConfigError
 from mirrorlib.spark.session import (
     ARCHIVE_MAX_AGE_S,
     DRIVER_JAVA_OPTIONS,
     KEEP_ARCHIVES,
+    PreparedArchive,
+    archive_path,
     class_data_sharing,
+    prepare_archive,
     session_defaults,
     stop_session,
 )
@@ -135,3 +142,38 @@ def test_mapping_an_archive_marks_it_used(tmp_path: Path) -> None:
     os.utime(archive, (1_000_000, 1_000_000))
     assert class_data_sharing(env, "").startswith("-XX:SharedArchiveFile=")
     assert archive.stat().st_mtime > 1_000_000
+
+
+def test_preparing_an_archive_refuses_where_no_session_would_map_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))  # no spark-defaults.conf
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Dx=1 pyspark-shell")
+    with pytest.raises(ConfigError, match=r"--driver-java-options in PYSPARK_SUBMIT_ARGS"):
+        prepare_archive()
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    monkeypatch.setenv("MIRRORLIB_SPARK_CDS", "off")
+    with pytest.raises(ConfigError, match="MIRRORLIB_SPARK_CDS"):
+        prepare_archive()
+    monkeypatch.delenv("MIRRORLIB_SPARK_CDS")
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
+    with pytest.raises(ConfigError, match="spark-submit"):
+        prepare_archive()
+
+
+def test_preparing_keeps_an_archive_that_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("MIRRORLIB_SPARK_CDS", raising=False)
+    path = archive_path(os.environ, "")
+    assert path is not None and path.parent == tmp_path / "mirrorlib"
+    path.parent.mkdir()
+    path.write_bytes(b"archive")
+    prepared = prepare_archive()  # (no Spark launched: it would need pyspark and Java)
+    assert prepared == PreparedArchive(path, 7, written=False, seconds=0.0)

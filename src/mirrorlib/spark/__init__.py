@@ -30,8 +30,6 @@ pyspark is imported only inside this package, when a replicator starts.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -260,17 +258,9 @@ class SparkReplicator:
         if self.spark is not None:
             return self.spark
         _require_pyspark()
-        from pyspark.sql import SparkSession
+        from mirrorlib.spark.session import launch_session
 
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from mirrorlib.spark.session import session_defaults
-
-        builder = SparkSession.builder.appName("mirrorlib")
-        for key, value in session_defaults().items():
-            builder = builder.config(key, value)
-        if self.master is not None:
-            builder = builder.master(self.master)
-        self.spark = builder.getOrCreate()
+        self.spark = launch_session(self.master)
         self._launched = True
         return self.spark
 

@@ -1,5 +1,12 @@
 """``python -m mirrorlib.spark mm2.properties --checkpoint-location DIR [--backfill]``.
 
+``python -m mirrorlib.spark --prepare [--master URL]`` writes the driver's class-data-sharing
+archive ahead of the first job (:func:`mirrorlib.spark.session.prepare_archive`), e.g. while
+building an image.
+
+Exit status: 0 done, 1 the replication (or the preparation) failed, 2 bad arguments or
+configuration.
+
 Also the application file for ``spark-submit`` (it only uses absolute imports)::
 
     spark-submit --master yarn "$(python -c 'import mirrorlib.spark.__main__ as m; print(m.__file__)')" \\
@@ -23,11 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m mirrorlib.spark",
         description="Run the replication flows of an MM2 properties file on Apache Spark.",
     )
-    p.add_argument("config", help="the mm2.properties file")
+    p.add_argument("config", nargs="?", help="the mm2.properties file")
     p.add_argument(
         "--checkpoint-location",
-        required=True,
         help="Spark checkpoint root (one sub-directory per flow); restart with the same one",
+    )
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only write the driver's class-data archive that later jobs map (e.g. in an "
+        "image build), then exit; no configuration needed",
     )
     p.add_argument(
         "--backfill",
@@ -56,6 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.prepare:
+        return _prepare(args.master)
+    missing = [flag for flag, value in (("config", args.config),
+               ("--checkpoint-location", args.checkpoint_location)) if not value]  # fmt: skip
+    if missing:
+        print(f"error: missing {' and '.join(missing)}", file=sys.stderr)
+        return 2
     try:
         config = MirrorConfig.from_file(args.config)
         replicator = SparkReplicator(
@@ -81,6 +100,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             replicator.close()
         except Exception as exc:  # exiting anyway
             logging.getLogger("mirrorlib.spark").debug("closing the Spark session: %s", exc)
+    return 0
+
+
+def _prepare(master: str | None) -> int:
+    from mirrorlib.spark.session import prepare_archive
+
+    try:
+        archive = prepare_archive(master)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        logging.getLogger("mirrorlib.spark").error("preparing the class-data archive: %s", exc)
+        return 1
+    size = f"{archive.size / 1e6:.0f} MB"
+    if archive.written:
+        print(f"class-data archive written in {archive.seconds:.1f}s: {archive.path} ({size})")
+    else:
+        print(f"class-data archive already there: {archive.path} ({size})")
     return 0
 
 

@@ -34,7 +34,7 @@ from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.errors import ConfigError, RecordRefusedError
+from mirrorlib.errors import ConfigError, MirrorError, RecordRefusedError
 from mirrorlib.kafka.ranges import (
     CopyResult,
     PartitionResult,
@@ -47,7 +47,7 @@ from mirrorlib.spark.planner import BatchPlanner, PlanLog
 if TYPE_CHECKING:
     from mirrorlib.runtime.flow import FlowRunner
 
-__all__ = ["CopyBatches", "ParkedLog", "StreamingQuery"]
+__all__ = ["CopyBatches", "ParkedLog", "StreamingQuery", "rehearse"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,41 @@ def start_workers(spark: Any, tasks: int) -> threading.Thread:
     thread = threading.Thread(target=run, name="mirrorlib-spark-workers", daemon=True)
     thread.start()
     return thread
+
+
+def rehearse(spark: Any, directory: str, *, batches: int = 2, timeout: float = 120.0) -> None:
+    """Run the engine's query shape on no data, loading the classes a job loads (see
+    :func:`mirrorlib.spark.session.prepare_archive`): the executors' Python workers
+    (:func:`start_workers`), then a ``rate-micro-batch`` query, checkpointed in ``directory``,
+    whose ``foreachBatch`` runs a Python job on the executors, for ``batches`` batches."""
+    sc = spark.sparkContext
+    tasks = max(int(sc.defaultParallelism), 1)
+    start_workers(spark, tasks).join(timeout)
+    done = threading.Event()
+    seen: list[int] = []
+
+    def batch(_frame: Any, batch_id: int) -> None:
+        sc.parallelize(range(tasks), tasks).mapPartitions(_load_copier).collect()
+        seen.append(batch_id)
+        if len(seen) >= batches:
+            done.set()
+
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 1)
+        .option("numPartitions", 1)
+        .load()
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", directory)
+        .queryName("mirrorlib rehearsal")
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    try:
+        if not done.wait(timeout):
+            raise MirrorError(f"Spark ran {len(seen)} of {batches} batches in {timeout:.0f}s")
+    finally:
+        query.stop()
 
 
 def copy_task(

@@ -34,16 +34,26 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from mirrorlib.errors import ConfigError, MirrorError
+
 __all__ = [
     "ARCHIVE_MAX_AGE_S",
     "DRIVER_JAVA_OPTIONS",
     "KEEP_ARCHIVES",
+    "PreparedArchive",
+    "archive_path",
     "class_data_sharing",
+    "launch_session",
+    "prepare_archive",
     "session_defaults",
     "stop_session",
 ]
@@ -102,15 +112,25 @@ def _archive_key(environ: Mapping[str, str], spark_defaults: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def archive_path(environ: Mapping[str, str], spark_defaults: str) -> Path | None:
+    """Where the driver's class-data-sharing archive of this configuration lives; ``None`` when
+    archives are turned off (``MIRRORLIB_SPARK_CDS=off``) or there is no usable cache
+    directory."""
+    if environ.get("MIRRORLIB_SPARK_CDS", "").lower() in ("0", "off", "false", "no"):
+        return None
+    directory = _cache_dir(environ)
+    if directory is None or any(c.isspace() for c in str(directory)):
+        return None  # (the Java options are split at spaces)
+    return directory / f"spark-driver-{_archive_key(environ, spark_defaults)}.jsa"
+
+
 def class_data_sharing(environ: Mapping[str, str], spark_defaults: str) -> str:
     """The driver JVM's options for its class-data-sharing archive: map it if it exists, else
     write it at exit; "" when turned off or when there is no usable cache directory."""
-    if environ.get("MIRRORLIB_SPARK_CDS", "").lower() in ("0", "off", "false", "no"):
+    archive = archive_path(environ, spark_defaults)
+    if archive is None:
         return ""
-    directory = _cache_dir(environ)
-    if directory is None or any(c.isspace() for c in str(directory)):
-        return ""  # (the Java options are split at spaces)
-    archive = directory / f"spark-driver-{_archive_key(environ, spark_defaults)}.jsa"
+    directory = archive.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
         usable = archive.is_file() and archive.stat().st_size > 0
@@ -148,6 +168,16 @@ def _prune_archives(directory: Path, keep: Path) -> None:
             log.info("deleted the old class-data archive %s", path)
 
 
+def _java_options_given(environ: Mapping[str, str], spark_defaults: str) -> str | None:
+    """Where the user gives the driver's Java options (which mirrorlib's would replace)."""
+    for where, text in (("PYSPARK_SUBMIT_ARGS", environ.get("PYSPARK_SUBMIT_ARGS", "")),
+                        ("spark-defaults.conf", spark_defaults)):  # fmt: skip
+        for key in _JAVA_OPTION_KEYS:
+            if key in text:
+                return f"{key} in {where}"
+    return None
+
+
 def session_defaults(
     environ: Mapping[str, str] | None = None, spark_defaults: str | None = None
 ) -> dict[str, str]:
@@ -157,13 +187,89 @@ def session_defaults(
     if env.get("PYSPARK_GATEWAY_PORT"):  # spark-submit launched the JVM and configured it
         return {}
     text = _spark_defaults(env) if spark_defaults is None else spark_defaults
-    submit_args = env.get("PYSPARK_SUBMIT_ARGS", "")
     out: dict[str, str] = {}
-    given = submit_args + "\n" + text
-    if not any(key in given for key in _JAVA_OPTION_KEYS):
+    if _java_options_given(env, text) is None:
         cds = class_data_sharing(env, text)
         out["spark.driver.extraJavaOptions"] = f"{DRIVER_JAVA_OPTIONS} {cds}".strip()
     return out
+
+
+def launch_session(master: str | None = None) -> Any:
+    """A session of this process, launching Spark's JVM with :func:`session_defaults` (the
+    running one as it is, if there is one; ``PYSPARK_PYTHON`` defaults to this interpreter)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("mirrorlib")
+    for key, value in session_defaults().items():
+        builder = builder.config(key, value)
+    if master is not None:
+        builder = builder.master(master)
+    return builder.getOrCreate()
+
+
+@attrs.frozen
+class PreparedArchive:
+    """The driver's class-data-sharing archive of this configuration, after
+    :func:`prepare_archive`: ``written`` when this call wrote it (in ``seconds``), else it
+    existed."""
+
+    path: Path
+    size: int
+    written: bool
+    seconds: float
+
+
+def prepare_archive(master: str | None = None) -> PreparedArchive:
+    """Write the class-data-sharing archive that the sessions mirrorlib launches in this
+    configuration map, without waiting for a first job to write it: launch a session
+    (``master``, by default ``local[1]``), run the engine's query shape on no data (a
+    ``rate-micro-batch`` query whose ``foreachBatch`` starts a Python job on the executors;
+    :func:`mirrorlib.spark.plane.rehearse`) and stop the session, whose JVM writes the archive
+    as it exits. For an image or a machine set up before its first job (the first job of a
+    fresh installation otherwise takes ~10 s longer to its first record and writes the archive
+    itself). An archive that exists already is kept.
+
+    :class:`~mirrorlib.errors.ConfigError` when archives are off or cannot be used here (no
+    cache directory, the user's own Java options for the driver, Spark's JVM already running);
+    :class:`~mirrorlib.errors.MirrorError` when the JVM wrote none."""
+    env = os.environ
+    if env.get("PYSPARK_GATEWAY_PORT"):
+        raise ConfigError(
+            "Spark's JVM is already running (spark-submit): prepare the archive with "
+            "`python -m mirrorlib.spark --prepare` outside spark-submit"
+        )
+    text = _spark_defaults(env)
+    given = _java_options_given(env, text)
+    if given is not None:
+        raise ConfigError(
+            f"the driver's Java options are set ({given}): mirrorlib adds no class-data "
+            "archive to them",
+            key=given.split(" in ")[0],
+        )
+    archive = archive_path(env, text)
+    if archive is None:
+        raise ConfigError(
+            "no class-data archive: MIRRORLIB_SPARK_CDS turns it off, or there is no usable "
+            "cache directory (XDG_CACHE_HOME or HOME, without spaces)",
+            key="MIRRORLIB_SPARK_CDS",
+        )
+    if archive.is_file() and archive.stat().st_size > 0:
+        return PreparedArchive(archive, archive.stat().st_size, written=False, seconds=0.0)
+    from mirrorlib.spark.plane import rehearse
+
+    began = time.monotonic()
+    spark = launch_session(master or "local[1]")
+    try:
+        with tempfile.TemporaryDirectory(prefix="mirrorlib-prepare-") as directory:
+            rehearse(spark, directory)
+    finally:
+        stop_session(spark)
+    if not (archive.is_file() and archive.stat().st_size > 0):
+        raise MirrorError(f"Spark's driver JVM exited without writing {archive}")
+    return PreparedArchive(
+        archive, archive.stat().st_size, written=True, seconds=time.monotonic() - began
+    )
 
 
 def stop_session(spark: Any, timeout: float = 60.0) -> None:

@@ -177,3 +177,17 @@ def test_preparing_keeps_an_archive_that_is_there(
     path.write_bytes(b"archive")
     prepared = prepare_archive()  # (no Spark launched: it would need pyspark and Java)
     assert prepared == PreparedArchive(path, 7, written=False, seconds=0.0)
+
+
+def test_preparing_refuses_a_cache_directory_it_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("MIRRORLIB_SPARK_CDS", raising=False)
+    with pytest.raises(ConfigError, match="cannot be written"):
+        prepare_archive()

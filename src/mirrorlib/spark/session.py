@@ -256,6 +256,13 @@ def prepare_archive(master: str | None = None) -> PreparedArchive:
         )
     if archive.is_file() and archive.stat().st_size > 0:
         return PreparedArchive(archive, archive.stat().st_size, written=False, seconds=0.0)
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        writable = os.access(archive.parent, os.W_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise ConfigError(f"no class-data archive: {archive.parent} cannot be written")
     from mirrorlib.spark.plane import rehearse
 
     began = time.monotonic()

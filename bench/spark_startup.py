@@ -14,6 +14,9 @@ is kept next to the JSON result.
 job of a fresh installation: no class-data archive; it writes one as it exits);
 ``--cache NAME=prepared`` the same, after ``python -m mirrorlib.spark --prepare`` wrote the
 archive into it (timed apart). Other variants use the user's cache directory.
+``--prop NAME:KEY=VALUE`` adds a property to variant NAME's ``mm2.properties`` (e.g.
+``small:A.consumer.queued.min.messages=5000``); ``--partitions`` and ``--master`` set the data
+set's partitions (4) and the job's master (``local[2]``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def _variant(spec: str) -> tuple[str, str, str]:
 
 def run_once(
     name: str, src: str, args: str, props: Path, topic: str, records: int, ob: kio.Offsets,
-    work: Path, k: int, cache: str | None = None,
+    work: Path, k: int, cache: str | None = None, master: str = "local[2]",
 ) -> dict[str, Any]:  # fmt: skip
     chk = work / f"chk-{name}-{k}"
     log_path = work / f"driver-{name}-{k}.log"
@@ -65,7 +68,7 @@ def run_once(
             prepare_s = round(time.monotonic() - began, 2)
     cmd = [
         sys.executable, "-m", "mirrorlib.spark", str(props), "--checkpoint-location", str(chk),
-        "--master", "local[2]", "--backfill", "--log-level", "INFO",
+        "--master", master, "--backfill", "--log-level", "INFO",
     ]  # fmt: skip
     remote = f"A.{topic}"
     started = time.monotonic()
@@ -109,7 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", action="append", default=[], help="NAME=SRC[;SUBMIT_ARGS]")
     p.add_argument("--out", default=str(ROOT / "bench/results"))
     p.add_argument("--cache", action="append", default=[], help="NAME=fresh|prepared")
+    p.add_argument("--prop", action="append", default=[], help="NAME:KEY=VALUE")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--master", default="local[2]")
     args = p.parse_args(argv)
+    props_of: dict[str, dict[str, str]] = {}
+    for spec in args.prop:
+        name, _, kv = spec.partition(":")
+        key, _, value = kv.partition("=")
+        props_of.setdefault(name, {})[key] = value
     caches = dict(c.split("=", 1) for c in args.cache)
     if set(caches.values()) - {"fresh", "prepared"}:
         p.error("--cache takes NAME=fresh or NAME=prepared")
@@ -123,30 +134,35 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.runs):
             for name, src, extra in variants:
                 topic = f"startup-{name}-{k}".replace("_", "-")  # a fresh topic per run
-                kio.create_topics(a.bootstrap_servers, {topic: 4})
+                kio.create_topics(a.bootstrap_servers, {topic: args.partitions})
                 kio.producer_performance(work, a.bootstrap_servers, topic, args.records, 100)
                 props = work / f"{name}-{k}.properties"
                 props.write_text(
                     render_properties(
-                        mm2_properties(
-                            {"A": a.java_client_config(), "B": b.java_client_config()},
-                            ["A->B"],
-                            topics=topic,
-                            groups=topic,
-                            interval_seconds=1,
-                        )
+                        {
+                            **mm2_properties(
+                                {"A": a.java_client_config(), "B": b.java_client_config()},
+                                ["A->B"],
+                                topics=topic,
+                                groups=topic,
+                                interval_seconds=1,
+                            ),
+                            **props_of.get(name, {}),
+                        }
                     )
                 )
                 time.sleep(1.0)
                 rows.append(run_once(name, src, extra, props, topic, args.records, ob, work, k,
-                                     caches.get(name)))  # fmt: skip
+                                     caches.get(name), args.master))  # fmt: skip
         ob.close()
     doc = {
         "what": "seconds from `python -m mirrorlib.spark --backfill --master local[2]` start to "
         "the first / last record on the target",
         "records": args.records,
         "record_size": 100,
-        "partitions": 4,
+        "partitions": args.partitions,
+        "master": args.master,
+        "props": props_of,
         "variants": {
             n: {"src": s, "submit_args": x, "cache": caches.get(n, "user")} for n, s, x in variants
         },

@@ -118,6 +118,27 @@ def test_record_consumer_refetches_soon_unless_the_user_says_otherwise() -> None
         assert fetch == {key: "2048"}, fetch  # and no alias of it is added after it
 
 
+def test_a_copy_tasks_consumer_prefetches_less_unless_the_user_says_otherwise() -> None:
+    cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in BASE.items()))
+    settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    conf = settings.range_consumer()
+    own = {"queued.min.messages": 20_000, "fetch.wait.max.ms": 20}
+    assert {k: conf[k] for k in own} == own
+    assert not own.keys() & settings.record_consumer().keys()  # the embedded engine's
+    assert {k: v for k, v in conf.items() if k not in own} == settings.record_consumer()
+    props = {
+        **BASE,
+        "A.consumer.queued.min.messages": "100000",
+        "A.consumer.fetch.wait.max.ms": "500",
+    }
+    cfg = MirrorConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+    conf = FlowSettings.from_config(cfg, cfg.flow("A", "B")).range_consumer()
+    assert {k: str(conf[k]) for k in own} == {
+        "queued.min.messages": "100000",
+        "fetch.wait.max.ms": "500",
+    }
+
+
 def test_record_consumer_fetch_response_limit_yields_to_the_user() -> None:
     for extra, expected in (
         ({"A.consumer.fetch.max.bytes": "4000000"}, "4000000"),  # the user's setting wins

@@ -76,6 +76,9 @@ def test_tasks_of_one_process_share_their_clients_and_copy_every_range_exactly(
     assert kept_clients() == kept  # borrowed and given back
     assert [p.copied_to for p in second.partitions] == [150, 150]
     assert second.offset_syncs > 0
+    for task in (first, second, third):  # the wait for the first record, within the task
+        assert task.first_record_s is not None and 0 < task.first_record_s <= task.seconds
+    assert copy_ranges(s, [Range(topic, 0, 150, 150)]).first_record_s is None  # nothing to read
 
     copied = read_all(b, f"A.{topic}")
     by_partition = {p: [m.value() for m in copied if m.partition() == p] for p in (0, 1)}

@@ -238,6 +238,9 @@ class CopyResult:
     offset_syncs: int = 0
     offset_syncs_failed: int = 0
     seconds: float = 0.0
+    #: seconds from the task's start (clients built or borrowed included) to its first record
+    #: read; None: it read none
+    first_record_s: float | None = None
 
     @property
     def records(self) -> int:
@@ -245,9 +248,10 @@ class CopyResult:
 
 
 def _consumer(settings: FlowSettings) -> Any:
-    # the embedded copier's fetch settings (FlowSettings.record_consumer: a short fetch queue
-    # back-off and 8 MiB partition fetches, unless the configuration sets them)
-    conf: dict[str, Any] = settings.record_consumer()
+    # the embedded copier's fetch settings, a shorter prefetch and fetch wait (FlowSettings.
+    # range_consumer: a short fetch queue back-off, 8 MiB partition fetches, 20,000 messages
+    # queued, 20 ms fetch wait, unless the configuration sets them)
+    conf: dict[str, Any] = settings.range_consumer()
     conf.update(
         {
             "group.id": f"{settings.copier_group_id}-spark",  # required; nothing is committed
@@ -311,7 +315,7 @@ def _clients_key(settings: FlowSettings) -> str:
     """What the clients of a flow's copy tasks are built from (their configurations)."""
     parts = (
         settings.record_producer(linger_ms=_LINGER_MS),
-        settings.record_consumer(),
+        settings.range_consumer(),
         settings.offset_syncs_producer if settings.emit_offset_syncs_enabled else None,
         settings.copier_group_id,
         _isolation(settings),
@@ -464,6 +468,7 @@ class _Copy:
         work: Sequence[Range],
         max_bytes: Mapping[str, int | None],
         budgets: Mapping[TP, int],
+        started: float,
     ) -> None:
         s = self.s = settings
         self.emitter = OffsetSyncEmitter(offset_lag_max=s.offset_lag_max)
@@ -492,6 +497,7 @@ class _Copy:
                 on_failed=self._sync_failed,
                 producer=clients.syncs_producer,
             )
+        self.started = started  # the task's (copy_ranges') start
         self.progress_at = time.monotonic()
 
     # -- delivery reports (matched a run at a time: mirrorlib.core.acks)
@@ -763,6 +769,8 @@ class _Copy:
             msgs = [first, *consumer.consume(5_000, timeout=0)] if first is not None else []
             if msgs:
                 self.progress_at = time.monotonic()
+                if self.result.first_record_s is None:
+                    self.result.first_record_s = self.progress_at - self.started
                 self.copy(msgs)
             self.serve(0 if msgs else 0.01)
             self.drain()
@@ -867,7 +875,7 @@ def copy_ranges(
     stall = stall_timeout if stall_timeout is not None else max(s.admin_timeout, 60.0)
     key, clients = _POOL.acquire(s)
     try:
-        task = _Copy(s, clients, work, max_bytes or {}, budgets or {})
+        task = _Copy(s, clients, work, max_bytes or {}, budgets or {}, started)
         try:
             task.run(stall)
         except BaseException:

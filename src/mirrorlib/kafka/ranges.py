@@ -65,6 +65,7 @@ __all__ = [
     "TaskClients",
     "copy_ranges",
     "kept_clients",
+    "position_producer",
     "store_positions",
 ]
 
@@ -902,12 +903,11 @@ def copy_ranges(
 _POSITION_PRODUCERS: dict[str, Any] = {}
 
 
-def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, int]) -> None:
-    """Store the last copied upstream offset of each source partition in MM2's offsets topic on
-    the target (``partitions`` is the topic's partition count), as the embedded copier does.
-    One producer per flow is kept for the process. Raises
-    :class:`~mirrorlib.errors.ClusterTimeoutError` when the records are not acknowledged within
-    the admin timeout."""
+def position_producer(settings: FlowSettings) -> Any:
+    """The producer of the flow's positions (:func:`store_positions`), kept for the process:
+    built on the first call, which the driver makes when its query starts, so the producer
+    connects and gets its idempotence id while the first batch copies (built by the first
+    batch's :func:`store_positions` instead, that batch waited 0.5 s for it)."""
     key = f"{settings.name}|{settings.offset_storage_topic}"
     producer = _POSITION_PRODUCERS.get(key)
     if producer is None:
@@ -915,6 +915,16 @@ def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, i
             settings.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
         )
         producer = _POSITION_PRODUCERS[key] = Producer(conf)
+    return producer
+
+
+def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, int]) -> None:
+    """Store the last copied upstream offset of each source partition in MM2's offsets topic on
+    the target (``partitions`` is the topic's partition count), as the embedded copier does.
+    One producer per flow is kept for the process (:func:`position_producer`). Raises
+    :class:`~mirrorlib.errors.ClusterTimeoutError` when the records are not acknowledged within
+    the admin timeout."""
+    producer = position_producer(settings)
     for (topic, partition), offset in sorted(last.items()):
         pos = SourcePosition(settings.source, topic, partition, offset)
         k = pos.encode_key()

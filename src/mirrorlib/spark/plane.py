@@ -40,6 +40,7 @@ from mirrorlib.kafka.ranges import (
     PartitionResult,
     SourceView,
     copy_ranges,
+    position_producer,
     store_positions,
 )
 from mirrorlib.spark.planner import BatchPlanner, PlanLog
@@ -279,6 +280,7 @@ class CopyBatches:
         self.sizes: dict[TP, float] = {}
         self.records = 0
         self.batches = 0
+        position_producer(self.s)  # connects while the first batch copies
 
     def _due(self, tp: TP) -> bool:
         return self.retry_at.get(tp, 0.0) <= time.monotonic()
@@ -299,6 +301,7 @@ class CopyBatches:
         before = dict(self.owed)
         work, owed = batches.settle(planned, self.owed, self._due)
         results = self._copy(work, batch_id) if work else []
+        copied = time.monotonic()
         for res in results:
             for part in res.partitions:
                 self._account(part, owed)
@@ -306,6 +309,7 @@ class CopyBatches:
             self.parked_log.save(batch_id, owed)
         self.owed = owed
         self._store_positions(results, batch_id)
+        stored = time.monotonic()
         if end:
             self._measure(end, owed)
         records = sum(r.records for r in results)
@@ -316,7 +320,8 @@ class CopyBatches:
         if work:
             log.info(
                 "flow %s: batch %d: %d records in %d task(s), %d offset syncs, %.2fs "
-                "(ranges %.2fs, slowest task %.2fs, first record after %s)",
+                "(ranges %.2fs; copy job %.2fs: slowest task %.2fs, first record after %s; "
+                "positions %.2fs)",
                 self.s.name,
                 batch_id,
                 records,
@@ -324,8 +329,10 @@ class CopyBatches:
                 sum(r.offset_syncs for r in results),
                 time.monotonic() - started,
                 listed - started,
+                copied - listed,
                 max((r.seconds for r in results), default=0.0),
                 _first_records(results),
+                stored - copied,
             )
 
     def _backfill_left(self, owed: Mapping[TP, Range]) -> None:

@@ -19,10 +19,11 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, Replicator
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.core.records import OffsetSync
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus, StatsRegistry
 from mirrorlib.runtime.workers import DOWN_GRACE_S, Supervisor
-from mirrorlib.testing import ClusterSet
+from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.runtime.conftest import (
     ReplicatorProcess,
     commit_group,
@@ -35,6 +36,7 @@ from tests.runtime.conftest import (
     wait_for,
 )
 from tests.runtime.test_delivery import Load
+from tests.runtime.test_failure_paths import set_topic_config
 
 pytestmark = pytest.mark.integration
 
@@ -339,8 +341,7 @@ def test_the_workers_of_a_stopped_parent_exit_before_its_partitions_move(
         stopped = False
         wait_for(
             "two new workers",
-            lambda: len([p for p in children(proc.proc.pid) if alive(p) and p not in workers])
-            == 2,
+            lambda: len([p for p in children(proc.proc.pid) if alive(p) and p not in workers]) == 2,
             timeout=60,
         )
         # the slots' status names the parent's own silence and the limit
@@ -467,3 +468,61 @@ def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
         stop.set()
         thread.join(60)
     assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)
+
+
+def test_an_offset_sync_the_parent_could_not_write_is_sent_again_by_its_worker(
+    two_clusters: ClusterSet,
+) -> None:
+    """With tasks.max > 1 the parent writes the workers' offset syncs: one it could not write
+    goes back to the worker that took it, whose emitter queues the partition's newest sync
+    again (as the in-process copier does), so readers re-anchor without waiting for another
+    record."""
+    a, b = two_clusters
+    topic = "workers.syncfail"
+    a.create_topic(topic, 1)
+    syncs_topic = "mm2-offset-syncs.B.internal"  # on the source (MM2's default location)
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        a.create_topic(syncs_topic)
+    set_topic_config(a, syncs_topic, "max.message.bytes", "10")  # refuses every sync
+    try:
+        produce(a, topic, records(300, 1))
+        cfg = config(
+            two_clusters, ["A->B"], **{"A->B.topics": "workers\\.syncfail", "tasks.max": "2"}
+        )
+        with Replicator(cfg) as replicator:
+
+            def all_on_b() -> bool:
+                try:
+                    return len(read_all(b, f"A.{topic}", read_committed=True)) >= 300
+                except KafkaException:  # the remote topic does not exist yet
+                    return False
+
+            wait_for("every record on B", all_on_b, timeout=90)
+            wait_for(
+                "the workers' last commit (every record counted)",
+                lambda: copied(replicator, topic) >= 300,
+                timeout=30,
+            )
+            time.sleep(2.0)  # the newest sync was refused (at least once)
+            assert newest_sync(a, syncs_topic, topic) is None
+            set_topic_config(a, syncs_topic, "max.message.bytes", None)
+            # no record more: only a sync sent again can say where upstream 299 went
+            _, down = wait_for(
+                "the partition's newest sync, written after all",
+                lambda: (s := newest_sync(a, syncs_topic, topic)) and s[0] == 299 and s,
+                timeout=30,
+            )
+            last = read_all(b, f"A.{topic}", read_committed=True)[-1]
+            assert (int(last.value()), last.offset()) == (299, down)
+    finally:
+        set_topic_config(a, syncs_topic, "max.message.bytes", None)
+
+
+def newest_sync(cluster: BaseCluster, syncs_topic: str, topic: str) -> tuple[int, int] | None:
+    """(upstream, downstream) of the newest offset sync of ``topic``-0 in ``syncs_topic``."""
+    found = None
+    for m in read_all(cluster, syncs_topic):
+        sync = OffsetSync.decode(m.key(), m.value())
+        if (sync.topic, sync.partition) == (topic, 0):
+            found = (sync.upstream_offset, sync.downstream_offset)
+    return found

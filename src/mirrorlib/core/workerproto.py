@@ -9,6 +9,7 @@ values: the flow's settings as data, never code of the embedding program.
 
 Parent -> worker: :class:`Start` (once, first), then :class:`Topics` and :class:`Assign`
 whenever they change (the first :class:`Assign` follows :class:`Start` at once),
+:class:`SyncsFailed` (offset syncs of the worker's that the parent could not write),
 :class:`Keepalive` every :data:`REPORT_INTERVAL_S` (a worker that hears nothing from its parent
 for :func:`parent_silence_limit` exits: its parent is stopped or hung, and the group will give
 its partitions to another node), :class:`Stop` to end. Worker -> parent: :class:`Report` every :data:`REPORT_INTERVAL_S` (the heartbeat, with
@@ -51,6 +52,7 @@ __all__ = [
     "Start",
     "Stop",
     "Syncs",
+    "SyncsFailed",
     "Topics",
     "WorkerProtocolError",
     "decode_frame",
@@ -169,6 +171,15 @@ class Report:
 @attrs.frozen
 class Syncs:
     """Offset syncs of committed records, for the parent to write."""
+
+    syncs: tuple[EmittedSync, ...]
+
+
+@attrs.frozen
+class SyncsFailed:
+    """Offset syncs of the worker's (its :class:`Syncs`) that the parent could not write: the
+    worker reports them to its emitter (:meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.mark_failed`),
+    which queues the partition's newest sync again so readers re-anchor soon."""
 
     syncs: tuple[EmittedSync, ...]
 

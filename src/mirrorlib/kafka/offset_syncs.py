@@ -63,8 +63,11 @@ class OffsetSyncWriter:
         for emitted in self.emitter.take_pending():
             self.write(emitted)
 
-    def write(self, emitted: EmittedSync) -> None:
-        """Queue one taken sync (a copier worker's, written by its parent process)."""
+    def write(
+        self, emitted: EmittedSync, failed: Callable[[EmittedSync], None] | None = None
+    ) -> None:
+        """Queue one taken sync (a copier worker's, written by its parent process: ``failed``
+        is called instead of this writer's emitter's ``mark_failed`` if it is not written)."""
         headers: list[tuple[str, str | bytes | None]] = list(emitted.headers())
         try:
             self._producer.produce(
@@ -73,11 +76,11 @@ class OffsetSyncWriter:
                 emitted.sync.encode_key(),
                 0,
                 headers=headers,
-                on_delivery=self._delivered(emitted),
+                on_delivery=self._delivered(emitted, failed),
             )
         except (BufferError, KafkaException) as exc:
             log.warning("flow %s: offset sync %s not queued: %s", self.flow, emitted.sync, exc)
-            self._failed(emitted)
+            self._failed(emitted, failed)
 
     def poll(self) -> None:
         """Serve delivery reports."""
@@ -87,12 +90,14 @@ class OffsetSyncWriter:
         """Wait for outstanding syncs; returns how many are still unconfirmed."""
         return int(self._producer.flush(timeout))
 
-    def _failed(self, emitted: EmittedSync) -> None:
-        self.emitter.mark_failed(emitted)
+    def _failed(self, emitted: EmittedSync, failed: Callable[[EmittedSync], None] | None) -> None:
+        (self.emitter.mark_failed if failed is None else failed)(emitted)
         if self._on_failed is not None:
             self._on_failed()
 
-    def _delivered(self, emitted: EmittedSync) -> Callable[[KafkaError | None, Any], None]:
+    def _delivered(
+        self, emitted: EmittedSync, failed: Callable[[EmittedSync], None] | None = None
+    ) -> Callable[[KafkaError | None, Any], None]:
         def done(err: KafkaError | None, _msg: Any) -> None:
             if err is None:
                 if self._on_written is not None:
@@ -101,6 +106,6 @@ class OffsetSyncWriter:
             log.warning(
                 "flow %s: offset sync %s was not written: %s", self.flow, emitted.sync, err.str()
             )
-            self._failed(emitted)
+            self._failed(emitted, failed)
 
         return done

@@ -22,11 +22,13 @@ offset syncs handed to the parent. It ends:
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import IO, Any
 
 import attrs
@@ -34,7 +36,7 @@ import attrs
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.stalls import WatchdogClock
 from mirrorlib.core.status import PartitionStats, StatsRegistry
-from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
     Applied,
@@ -45,6 +47,7 @@ from mirrorlib.core.workerproto import (
     Start,
     Stop,
     Syncs,
+    SyncsFailed,
     Topics,
     parent_silence_limit,
     report_of,
@@ -63,6 +66,8 @@ EXIT_FAILED = 4
 EXIT_PARENT_SILENT = 5
 #: seconds an orphaned worker (its parent died) has to commit before it exits regardless
 ORPHAN_DEADLINE_S = 10.0
+#: seconds after which an offset sync the parent could not write is reported to the emitter
+SYNC_RESEND_S = 1.0
 #: a round of the parent watch later than this after the previous one: the worker itself was
 #: not running (stopped, the machine paused), and its parent's silence counts anew
 _WATCH_PAUSE_S = 2.0
@@ -85,13 +90,28 @@ class _Channel:
 
 
 class _ParentSyncs:
-    """The copier's sync sink: due offset syncs go to the parent, which writes them."""
+    """The copier's sync sink: due offset syncs go to the parent, which writes them; those it
+    could not write come back (:meth:`failed`) and are reported to the emitter in the copier's
+    thread :data:`SYNC_RESEND_S` later, which queues the partition's newest sync again (a topic
+    that keeps refusing them costs one more write per partition and second, not a loop
+    between the processes)."""
 
     def __init__(self, emitter: OffsetSyncEmitter, channel: _Channel) -> None:
         self.emitter = emitter
         self.channel = channel
+        self._failed: collections.deque[tuple[float, EmittedSync]] = collections.deque()
+
+    def failed(self, syncs: Iterable[EmittedSync]) -> None:
+        """Syncs the parent could not write (from the thread reading the parent's frames)."""
+        due = time.monotonic() + SYNC_RESEND_S
+        self._failed.extend((due, emitted) for emitted in syncs)
 
     def send(self) -> None:
+        failed = self._failed
+        if failed and failed[0][0] <= time.monotonic():
+            now = time.monotonic()
+            while failed and failed[0][0] <= now:
+                self.emitter.mark_failed(failed.popleft()[1])
         taken = self.emitter.take_pending()
         if taken:
             self.channel.send(Syncs(tuple(taken)))
@@ -129,8 +149,13 @@ class _Worker:
             positions,
             assignment=self.assignment,
             transactional_id=start.transactional_id,
-            sync_sink=lambda emitter: _ParentSyncs(emitter, channel),
+            sync_sink=self._sync_sink,
         )
+        self.sink: _ParentSyncs | None = None  # the copier's newest
+
+    def _sync_sink(self, emitter: OffsetSyncEmitter) -> _ParentSyncs:
+        self.sink = _ParentSyncs(emitter, self.channel)
+        return self.sink
 
     def read_parent(self, stream: IO[bytes]) -> None:
         """Apply the parent's messages; the end of stdin means the parent is gone."""
@@ -150,6 +175,9 @@ class _Worker:
                 self.catalog.publish(message.topics)
             elif isinstance(message, Assign):
                 self.assignment.set(message.version, message.partitions)
+            elif isinstance(message, SyncsFailed):
+                if self.sink is not None:  # (an older emitter's syncs: ignored by the newest)
+                    self.sink.failed(message.syncs)
             elif not isinstance(message, Keepalive):
                 log.warning("worker %d: unexpected message %r", self.start.slot, message)
 

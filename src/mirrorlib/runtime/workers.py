@@ -44,6 +44,7 @@ the offset-syncs topic only through the parent, which reads nothing from a proce
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -61,7 +62,7 @@ from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import SilenceGauge, WatchdogClock
 from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
-from mirrorlib.core.syncs import OffsetSyncEmitter
+from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
 from mirrorlib.core.worker_reports import SlotInfo, WorkerState
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
@@ -74,6 +75,7 @@ from mirrorlib.core.workerproto import (
     Start,
     Stop,
     Syncs,
+    SyncsFailed,
     Topics,
     parent_silence_limit,
 )
@@ -375,7 +377,8 @@ class Supervisor:
             self._syncs = OffsetSyncWriter(
                 self.s.offset_syncs_producer,
                 self.s.offset_syncs_topic,
-                OffsetSyncEmitter(),  # unused: the workers' emitters number the syncs
+                OffsetSyncEmitter(),  # unused: the workers' emitters number the syncs (and
+                # hear of the failed ones: _sync_failed)
                 flow=self.s.name,
                 on_written=self._sync_written,
             )
@@ -457,8 +460,9 @@ class Supervisor:
             self._replan = True
         elif isinstance(message, Syncs):
             if self._syncs is not None:
+                failed = functools.partial(self._sync_failed, proc)
                 for emitted in message.syncs:
-                    self._syncs.write(emitted)
+                    self._syncs.write(emitted, failed)
         elif isinstance(message, Exit):
             slot.last_error = None if not (message.fenced or message.failed) else message.reason
             if message.failed:
@@ -796,6 +800,14 @@ class Supervisor:
 
     def _sync_written(self) -> None:
         self.stats.offset_syncs_emitted += 1
+
+    @staticmethod
+    def _sync_failed(proc: _Process, emitted: EmittedSync) -> None:
+        """Tell the worker that took ``emitted`` that it was not written: its emitter queues
+        the partition's newest sync again (a process replaced since ignores it, and so does a
+        worker's newer emitter: another writer id)."""
+        if not proc.stale:
+            proc.send(SyncsFailed((emitted,)))
 
     # -- stop -------------------------------------------------------------------------------------
 

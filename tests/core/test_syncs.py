@@ -10,6 +10,7 @@ from mirrorlib.core.records import OffsetSync, TopicPartition
 from mirrorlib.core.syncs import (
     LINEAGE_HEADER,
     EmittedSync,
+    FailedSyncs,
     OffsetSyncEmitter,
     SyncLineage,
     lineage_from_headers,
@@ -211,6 +212,34 @@ def test_late_failure_report_does_not_resend_older_sync() -> None:
     e.take_pending()
     e.mark_failed(a)
     assert e.take_pending() == []  # re-sending `a` now would look like an upstream rewind
+
+
+def test_a_failed_sync_is_reported_to_its_emitter_after_the_delay() -> None:
+    e = OffsetSyncEmitter(0, writer_id="w")
+    e.record(TP, 0, 0)
+    [a] = e.take_pending()
+    failed = FailedSyncs(delay=1.0)
+    failed.add(a, now=10.0)
+    assert failed.report(e, now=10.9) == 0 and len(failed) == 1  # held
+    assert e.take_pending() == []  # not queued again yet: no write per round trip
+    assert failed.report(e, now=11.0) == 1 and len(failed) == 0
+    [again] = e.take_pending()
+    assert again.sync == a.sync and again.lineage.sequence == a.lineage.sequence + 1
+
+
+def test_failures_are_reported_in_the_order_they_came() -> None:
+    e = OffsetSyncEmitter(0, writer_id="w")
+    tp2 = TopicPartition("other", 3)
+    e.record(TP, 0, 0)
+    e.record(tp2, 5, 7)
+    a, b = sorted(e.take_pending(), key=lambda x: x.sync.topic)
+    failed = FailedSyncs(delay=0.5)
+    failed.add(b, now=1.0)
+    failed.add(a, now=1.2)
+    assert failed.report(e, now=1.5) == 1  # only b's time has come
+    assert [x.sync for x in e.take_pending()] == [b.sync]
+    assert failed.report(e, now=2.0) == 1
+    assert [x.sync for x in e.take_pending()] == [a.sync]
 
 
 def test_mark_failed_from_other_writer_is_ignored() -> None:

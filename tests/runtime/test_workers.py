@@ -24,6 +24,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus, StatsRegistry
 from mirrorlib.runtime.workers import DOWN_GRACE_S, Supervisor
 from mirrorlib.testing import BaseCluster, ClusterSet
+from tests.procs import children
 from tests.runtime.conftest import (
     ReplicatorProcess,
     commit_group,
@@ -227,18 +228,6 @@ def test_a_stopped_worker_is_replaced_and_fenced(two_clusters: ClusterSet) -> No
         cp = translated[m.partition()]
         if source_offset >= cp.upstream_offset:
             assert m.offset() >= cp.downstream_offset, (m.partition(), source_offset, cp)
-
-
-def children(pid: int) -> list[int]:
-    """Process ids whose parent is ``pid`` (Linux /proc)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                stat = (entry / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry.name))
-    return out
 
 
 def alive(pid: int) -> bool:
@@ -470,15 +459,17 @@ def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)
 
 
-def test_an_offset_sync_the_parent_could_not_write_is_sent_again_by_its_worker(
-    two_clusters: ClusterSet,
+@pytest.mark.parametrize("tasks_max", ["1", "2"])
+def test_an_offset_sync_not_written_is_sent_again_a_second_later(
+    two_clusters: ClusterSet, tasks_max: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With tasks.max > 1 the parent writes the workers' offset syncs: one it could not write
-    goes back to the worker that took it, whose emitter queues the partition's newest sync
-    again (as the in-process copier does), so readers re-anchor without waiting for another
-    record."""
+    """A sync the offset-syncs topic refused goes back to the emitter that numbered it (with
+    tasks.max > 1 the parent writes the workers' syncs and sends the failure back to the
+    worker), which queues the partition's newest sync again a second later: readers re-anchor
+    without waiting for another record, and a topic that keeps refusing costs a write per
+    second, not one per round trip."""
     a, b = two_clusters
-    topic = "workers.syncfail"
+    topic = f"workers.syncfail{tasks_max}"
     a.create_topic(topic, 1)
     syncs_topic = "mm2-offset-syncs.B.internal"  # on the source (MM2's default location)
     with contextlib.suppress(Exception):  # shared clusters: another test may have created it
@@ -487,7 +478,7 @@ def test_an_offset_sync_the_parent_could_not_write_is_sent_again_by_its_worker(
     try:
         produce(a, topic, records(300, 1))
         cfg = config(
-            two_clusters, ["A->B"], **{"A->B.topics": "workers\\.syncfail", "tasks.max": "2"}
+            two_clusters, ["A->B"], **{"A->B.topics": re.escape(topic), "tasks.max": tasks_max}
         )
         with Replicator(cfg) as replicator:
 
@@ -503,8 +494,15 @@ def test_an_offset_sync_the_parent_could_not_write_is_sent_again_by_its_worker(
                 lambda: copied(replicator, topic) >= 300,
                 timeout=30,
             )
-            time.sleep(2.0)  # the newest sync was refused (at least once)
+            caplog.clear()
+            time.sleep(3.0)  # the newest sync is refused, and sent again, every second
             assert newest_sync(a, syncs_topic, topic) is None
+            refused = [
+                r
+                for r in caplog.records
+                if "was not written" in r.getMessage() and f"{topic}-0" in r.getMessage()
+            ]
+            assert 1 <= len(refused) <= 6, [r.getMessage() for r in refused]
             set_topic_config(a, syncs_topic, "max.message.bytes", None)
             # no record more: only a sync sent again can say where upstream 299 went
             _, down = wait_for(

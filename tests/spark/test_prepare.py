@@ -3,7 +3,6 @@ archive ahead of the first job, and the next session mirrorlib launches maps it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import descendants
 from tests.spark.conftest import require_spark
 
 pytestmark = pytest.mark.spark
@@ -24,22 +24,6 @@ print("ready", flush=True)
 sys.stdin.read()
 stop_session(spark)
 """
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        children = [p for p, pp in parents.items() if pp == parent]
-        found += children
-        todo += children
-    return found
 
 
 def _maps(pid: int) -> str:
@@ -76,7 +60,7 @@ def test_prepare_writes_the_archive_that_the_next_session_maps(tmp_path: Path) -
     try:
         assert session.stdout is not None and session.stdin is not None
         assert session.stdout.readline().strip() == "ready"
-        mapped = [p for p in _descendants(session.pid) if str(archive) in _maps(p)]
+        mapped = [p for p in descendants(session.pid) if str(archive) in _maps(p)]
         assert mapped, "no process of the session mapped the archive"
         written = archive.stat().st_size
         session.stdin.close()

@@ -50,6 +50,7 @@ pending and one delayed sync.
 
 from __future__ import annotations
 
+import collections
 import struct
 import uuid
 from collections.abc import Callable, Iterable
@@ -63,7 +64,9 @@ from mirrorlib.errors import CodecError
 __all__ = [
     "DEFAULT_OFFSET_LAG_MAX",
     "LINEAGE_HEADER",
+    "RESEND_AFTER_S",
     "EmittedSync",
+    "FailedSyncs",
     "OffsetSyncEmitter",
     "SyncLineage",
     "SyncRecordDecoder",
@@ -520,3 +523,36 @@ class OffsetSyncEmitter:
 
     def _fresh_sequence(self) -> int:
         return 0 if self._max_issued < 0 else self._max_issued + 2
+
+
+#: seconds after which a sync that was not written is reported to its emitter (:class:`FailedSyncs`)
+RESEND_AFTER_S: Final = 1.0
+
+
+class FailedSyncs:
+    """Offset syncs that were not written, reported to their emitter
+    (:meth:`OffsetSyncEmitter.mark_failed`, which queues the partition's newest sync again)
+    ``delay`` seconds after the failure: an offset-syncs topic that keeps refusing them costs one
+    more write (and warning) per partition and ``delay``, instead of one after each refusal
+    (16 in 3 s on loopback). :meth:`add` and :meth:`report` may run in different threads (one
+    each)."""
+
+    def __init__(self, delay: float = RESEND_AFTER_S) -> None:
+        self._delay = delay
+        self._held: collections.deque[tuple[float, EmittedSync]] = collections.deque()
+
+    def add(self, emitted: EmittedSync, now: float) -> None:
+        """``emitted`` was not written (``now``: a monotonic clock's reading)."""
+        self._held.append((now + self._delay, emitted))
+
+    def report(self, emitter: OffsetSyncEmitter, now: float) -> int:
+        """Report the failures held for ``delay`` to ``emitter``, in the order they came;
+        returns how many."""
+        held, count = self._held, 0
+        while held and held[0][0] <= now:
+            emitter.mark_failed(held.popleft()[1])
+            count += 1
+        return count
+
+    def __len__(self) -> int:
+        return len(self._held)

@@ -4,19 +4,21 @@ Used by the embedded copier and by the Spark executors alike, so both engines wr
 same way: to partition 0 of the offset-syncs topic with an idempotent producer of their own
 (``acks=all``, a few milliseconds of linger), each with the lineage header that lets
 :class:`~mirrorlib.core.translate.OffsetTranslator` translate exactly. A sync that cannot be queued
-or written is reported to the emitter (:meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.mark_failed`),
-so readers never bridge the hole it leaves.
+or written is reported to the emitter (:meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.mark_failed`)
+a second later (:class:`~mirrorlib.core.syncs.FailedSyncs`), so readers never bridge the hole it
+leaves and the partition's newest sync is sent again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
+from mirrorlib.core.syncs import EmittedSync, FailedSyncs, OffsetSyncEmitter
 from mirrorlib.kafka import client_conf
 
 __all__ = ["OffsetSyncWriter", "new_sync_producer"]
@@ -57,9 +59,13 @@ class OffsetSyncWriter:
         self.flow = flow
         self._on_written = on_written
         self._on_failed = on_failed
+        self._failed = FailedSyncs()  # reported to the emitter a second later (send)
 
     def send(self) -> None:
-        """Queue every pending sync (call it right after ``emitter.record`` returns True)."""
+        """Queue every pending sync (call it right after ``emitter.record`` returns True), and
+        the partition's newest sync again a second after one was not written."""
+        if self._failed:
+            self._failed.report(self.emitter, time.monotonic())
         for emitted in self.emitter.take_pending():
             self.write(emitted)
 
@@ -80,7 +86,7 @@ class OffsetSyncWriter:
             )
         except (BufferError, KafkaException) as exc:
             log.warning("flow %s: offset sync %s not queued: %s", self.flow, emitted.sync, exc)
-            self._failed(emitted, failed)
+            self._not_written(emitted, failed)
 
     def poll(self) -> None:
         """Serve delivery reports."""
@@ -90,8 +96,13 @@ class OffsetSyncWriter:
         """Wait for outstanding syncs; returns how many are still unconfirmed."""
         return int(self._producer.flush(timeout))
 
-    def _failed(self, emitted: EmittedSync, failed: Callable[[EmittedSync], None] | None) -> None:
-        (self.emitter.mark_failed if failed is None else failed)(emitted)
+    def _not_written(
+        self, emitted: EmittedSync, failed: Callable[[EmittedSync], None] | None
+    ) -> None:
+        if failed is None:
+            self._failed.add(emitted, time.monotonic())
+        else:
+            failed(emitted)
         if self._on_failed is not None:
             self._on_failed()
 
@@ -106,6 +117,6 @@ class OffsetSyncWriter:
             log.warning(
                 "flow %s: offset sync %s was not written: %s", self.flow, emitted.sync, err.str()
             )
-            self._failed(emitted, failed)
+            self._not_written(emitted, failed)
 
         return done

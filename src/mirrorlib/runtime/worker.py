@@ -22,7 +22,6 @@ offset syncs handed to the parent. It ends:
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import sys
@@ -36,7 +35,7 @@ import attrs
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.stalls import WatchdogClock
 from mirrorlib.core.status import PartitionStats, StatsRegistry
-from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
+from mirrorlib.core.syncs import EmittedSync, FailedSyncs, OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
     REPORT_INTERVAL_S,
     Applied,
@@ -66,8 +65,6 @@ EXIT_FAILED = 4
 EXIT_PARENT_SILENT = 5
 #: seconds an orphaned worker (its parent died) has to commit before it exits regardless
 ORPHAN_DEADLINE_S = 10.0
-#: seconds after which an offset sync the parent could not write is reported to the emitter
-SYNC_RESEND_S = 1.0
 #: a round of the parent watch later than this after the previous one: the worker itself was
 #: not running (stopped, the machine paused), and its parent's silence counts anew
 _WATCH_PAUSE_S = 2.0
@@ -92,26 +89,23 @@ class _Channel:
 class _ParentSyncs:
     """The copier's sync sink: due offset syncs go to the parent, which writes them; those it
     could not write come back (:meth:`failed`) and are reported to the emitter in the copier's
-    thread :data:`SYNC_RESEND_S` later, which queues the partition's newest sync again (a topic
-    that keeps refusing them costs one more write per partition and second, not a loop
-    between the processes)."""
+    thread a second later (:class:`~mirrorlib.core.syncs.FailedSyncs`), which queues the
+    partition's newest sync again."""
 
     def __init__(self, emitter: OffsetSyncEmitter, channel: _Channel) -> None:
         self.emitter = emitter
         self.channel = channel
-        self._failed: collections.deque[tuple[float, EmittedSync]] = collections.deque()
+        self._failed = FailedSyncs()
 
     def failed(self, syncs: Iterable[EmittedSync]) -> None:
         """Syncs the parent could not write (from the thread reading the parent's frames)."""
-        due = time.monotonic() + SYNC_RESEND_S
-        self._failed.extend((due, emitted) for emitted in syncs)
+        now = time.monotonic()
+        for emitted in syncs:
+            self._failed.add(emitted, now)
 
     def send(self) -> None:
-        failed = self._failed
-        if failed and failed[0][0] <= time.monotonic():
-            now = time.monotonic()
-            while failed and failed[0][0] <= now:
-                self.emitter.mark_failed(failed.popleft()[1])
+        if self._failed:
+            self._failed.report(self.emitter, time.monotonic())
         taken = self.emitter.take_pending()
         if taken:
             self.channel.send(Syncs(tuple(taken)))

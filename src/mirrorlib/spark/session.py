@@ -168,13 +168,16 @@ def _prune_archives(directory: Path, keep: Path) -> None:
             log.info("deleted the old class-data archive %s", path)
 
 
-def _java_options_given(environ: Mapping[str, str], spark_defaults: str) -> str | None:
-    """Where the user gives the driver's Java options (which mirrorlib's would replace)."""
+def _java_options_given(
+    environ: Mapping[str, str], spark_defaults: str
+) -> tuple[str, str] | None:
+    """The key and the place where the user gives the driver's Java options (which
+    mirrorlib's would replace), e.g. ``("--driver-java-options", "PYSPARK_SUBMIT_ARGS")``."""
     for where, text in (("PYSPARK_SUBMIT_ARGS", environ.get("PYSPARK_SUBMIT_ARGS", "")),
                         ("spark-defaults.conf", spark_defaults)):  # fmt: skip
         for key in _JAVA_OPTION_KEYS:
             if key in text:
-                return f"{key} in {where}"
+                return key, where
     return None
 
 
@@ -242,10 +245,11 @@ def prepare_archive(master: str | None = None) -> PreparedArchive:
     text = _spark_defaults(env)
     given = _java_options_given(env, text)
     if given is not None:
+        key, where = given
         raise ConfigError(
-            f"the driver's Java options are set ({given}): mirrorlib adds no class-data "
-            "archive to them",
-            key=given.split(" in ")[0],
+            f"the driver's Java options are set ({key} in {where}): mirrorlib adds no "
+            "class-data archive to them",
+            key=key,
         )
     archive = archive_path(env, text)
     if archive is None:

@@ -156,9 +156,10 @@ class FlowSettings:
         fetch that overshot to the log's end was held by the broker for ``fetch.wait.max.ms``
         (500 ms by default) before the next task's first fetch could go out (one fetch in
         flight per broker). A backfill of 1,600,000 x 100 B x 16 partitions in four tasks of
-        one process copied 155,000-159,000 records/s with both defaults, 185,000-203,000 with
-        the shorter prefetch (a last task still waiting 0.46-0.49 s in two of three rounds) and
-        213,000-223,000 in one task (docs/benchmarks.md, "Larger backfills"). 20,000 messages
+        one process copied 155,000-183,000 records/s with both defaults, 185,000-203,000 with
+        the shorter prefetch alone (a last task still waiting 0.46-0.49 s in two of three
+        rounds), 201,000-204,000 with both settings, and 213,000-225,000 in one task
+        (docs/benchmarks.md, "Larger backfills"). 20,000 messages
         are 0.1 s of copying small records at full speed; larger records reach
         ``queued.max.messages.kbytes`` first. The fetch wait only applies to a fetch with
         nothing to return: a task's ranges are planned up to offsets the log holds, and a

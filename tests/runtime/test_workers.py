@@ -55,6 +55,15 @@ def flow_status(replicator: Replicator, name: str) -> FlowStatus:
     return status
 
 
+def holds(cluster: BaseCluster, topic: str, count: int) -> bool:
+    """Whether ``topic`` holds at least ``count`` records visible to read_committed (False
+    while it does not exist yet)."""
+    try:
+        return len(read_all(cluster, topic, read_committed=True)) >= count
+    except KafkaException:
+        return False
+
+
 def test_tasks_max_2_copies_every_record_with_two_busy_workers(two_clusters: ClusterSet) -> None:
     a, b = two_clusters
     topic = "workers.copy"
@@ -62,14 +71,7 @@ def test_tasks_max_2_copies_every_record_with_two_busy_workers(two_clusters: Clu
     produce(a, topic, records(4000, 4))
     cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "workers\\.copy", "tasks.max": "2"})
     with Replicator(cfg) as replicator:
-
-        def all_on_b() -> bool:
-            try:
-                return len(read_all(b, f"A.{topic}", read_committed=True)) >= 4000
-            except KafkaException:  # the remote topic does not exist yet
-                return False
-
-        wait_for("every record on B", all_on_b, timeout=90)
+        wait_for("every record on B", lambda: holds(b, f"A.{topic}", 4000), timeout=90)
         status = wait_for(
             "both workers reported every record",
             lambda: (
@@ -482,14 +484,7 @@ def test_an_offset_sync_not_written_is_sent_again_a_second_later(
             two_clusters, ["A->B"], **{"A->B.topics": re.escape(topic), "tasks.max": tasks_max}
         )
         with Replicator(cfg) as replicator:
-
-            def all_on_b() -> bool:
-                try:
-                    return len(read_all(b, f"A.{topic}", read_committed=True)) >= 300
-                except KafkaException:  # the remote topic does not exist yet
-                    return False
-
-            wait_for("every record on B", all_on_b, timeout=90)
+            wait_for("every record on B", lambda: holds(b, f"A.{topic}", 300), timeout=90)
             wait_for(
                 "the workers' last commit (every record counted)",
                 lambda: copied(replicator, topic) >= 300,

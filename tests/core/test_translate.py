@@ -299,6 +299,32 @@ def test_matches_reference_port_on_random_streams() -> None:
             assert tr(t, u) == mm2(ref, u)
 
 
+@pytest.mark.parametrize(
+    ("start", "steps"),
+    [
+        (0, [100] * 3000),  # the usual stream: a sync every offset.lag.max records
+        (0, [1] * 500 + [2] * 500 + [3] * 500),
+        (5, [2**k for k in range(62)]),
+        (0, [100] * 700 + [10**6] + [100] * 700 + [0] * 3 + [7] * 300),
+        (2**62, [2**60] * 3 + [1] * 200),  # near Long.MAX_VALUE: Java long wrap-around
+        (0, [random.Random(3).choice([1, 2, 50, 100, 101, 4096, 2**20]) for _ in range(5000)]),
+    ],
+    ids=["every-100", "1-2-3", "powers-of-two", "jump-and-repeats", "near-max", "random"],
+)
+def test_history_slots_match_the_reference_port(start: int, steps: list[int]) -> None:
+    """Every slot after every sync, not only the answers: the walk's shortcut for the slots that
+    all held the previous newest sync must leave exactly MM2's array."""
+    t, ref = OffsetTranslator(), RefStore()
+    up = down = start
+    for step in [0, *steps]:
+        up += step
+        down += step
+        t.add(sync(up, down))
+        ref.add(sync(up, down))
+        ours = [(s.upstream_offset, s.downstream_offset) for s in t.history_slots(T, P)]
+        assert ours == [(x[0], x[1]) for x in ref.syncs[(T, P)]], f"after upstream {up}"
+
+
 def test_same_values_twice_are_distinct_syncs() -> None:
     t, ref = OffsetTranslator(), RefStore()
     for up in [0, 10, 10, 10, 20, 20, 25]:

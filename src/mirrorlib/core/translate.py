@@ -110,10 +110,24 @@ def _update_slots(slots: bytearray, original: bytes, pool: array[int], new: int)
     Updates ``slots`` in place; ``original`` is its content before the update.
     """
     replacement = new
-    replacement_index = 0
     slots[0] = new
     last = SYNCS_PER_PARTITION - 1
-    for current in range(1, SYNCS_PER_PARTITION):
+    # The usual head of the walk, at once: slots 1..p that held the old newest sync ``h`` (as slot
+    # 0 did) while the new sync is more than 2^(i-1) past it (B fails) take the new sync -- in
+    # the walk each of them finds ``h`` not recent enough and skips it because the next slot
+    # holds ``h`` too. With syncs every 100 offsets that is the first 7 slots of each update.
+    # Only for non-negative offsets, where no Java long arithmetic below can wrap.
+    h = original[0]
+    h_up = pool[2 * h]
+    p = 0
+    if h_up >= 0:
+        leading = SYNCS_PER_PARTITION - len(original.lstrip(original[:1]))
+        gap = pool[2 * new] - h_up
+        p = min(leading - 1, (gap - 1).bit_length() if gap > 0 else 0, last)
+        if p > 0:
+            slots[1 : p + 1] = bytes((new,)) * p
+    replacement_index = p
+    for current in range(p + 1, SYNCS_PER_PARTITION):
         previous = current - 1
         prev_slot = slots[previous]
         prev_up = pool[2 * prev_slot]

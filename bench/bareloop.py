@@ -13,12 +13,17 @@ per record (confluent-kafka builds a ``Message`` for each and calls back into Py
 here only remembers the newest acknowledged offset per partition. The gap between the two loops
 is the price of knowing what was delivered with this client; the gap between the acked loop and
 mirrorlib is mirrorlib's own bookkeeping.
+
+``--processes N`` runs N loops in N child processes, child ``i`` copying the partitions ``p``
+with ``p % N == i`` (each a ``--slot i/N`` of the same command): the client's cost with as many
+processes as ``tasks.max=N`` copies in. The parent only waits (and passes SIGTERM on).
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import sys
 import threading
 from typing import Any
@@ -27,8 +32,39 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
+def _option(args: list[str], name: str) -> str | None:
+    """The value after ``name`` in ``args`` (both removed), or ``None``."""
+    if name not in args:
+        return None
+    at = args.index(name)
+    value = args[at + 1]
+    del args[at : at + 2]
+    return value
+
+
+def _run_processes(count: int, args: list[str]) -> None:
+    children = [
+        subprocess.Popen([sys.executable, "-m", "bench.bareloop", *args, "--slot", f"{i}/{count}"])
+        for i in range(count)
+    ]
+
+    def stop(*_: object) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    codes = [child.wait() for child in children]
+    sys.exit(max(codes, key=abs))
+
+
 def main() -> None:
     args = sys.argv[1:]
+    processes = _option(args, "--processes")
+    if processes is not None and int(processes) > 1:
+        _run_processes(int(processes), args)
+        return
+    slot, slots = (int(x) for x in (_option(args, "--slot") or "0/1").split("/"))
     acked = "--acked" in args
     source, target, prefix, *topics = [a for a in args if a != "--acked"]
     delivered: dict[int, int] = {}
@@ -72,6 +108,7 @@ def main() -> None:
             TopicPartition(t, p, OFFSET_BEGINNING)
             for t in topics
             for p in sorted(meta.topics[t].partitions)
+            if p % slots == slot
         ]
     )
     produce = producer.produce

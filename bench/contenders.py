@@ -232,7 +232,8 @@ class BareLoop(_Subprocess):
                 b.bootstrap_servers,
                 self.remote_prefix,
                 *topics,
-                *(["--acked"] if self.id == stats.ACKED_LOOP else []),
+                *(["--acked"] if self.id in (stats.ACKED_LOOP, stats.ACKED_LOOP_2) else []),
+                *(["--processes", "2"] if self.id in stats.LOOPS[2] else []),
             ],
             "bareloop",
         )
@@ -329,5 +330,7 @@ def make(cid: str, index: int, work: Path) -> Contender:
         stats.MIRRORLIB_2: Mirrorlib,
         stats.BARE_LOOP: BareLoop,
         stats.ACKED_LOOP: BareLoop,
+        stats.BARE_LOOP_2: BareLoop,
+        stats.ACKED_LOOP_2: BareLoop,
     }[cid]
     return cls(cid, src, tgt, work)

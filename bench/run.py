@@ -44,10 +44,14 @@ REPLICATORS = (
     stats.MM2_TUNED, stats.MM2_DEFAULTS, stats.MIRRORLIB,
     stats.MM2_TUNED_2, stats.MM2_DEFAULTS_2, stats.MIRRORLIB_2,
     stats.SPARK_1, stats.SPARK_2, stats.BARE_LOOP, stats.ACKED_LOOP,
+    stats.BARE_LOOP_2, stats.ACKED_LOOP_2,
 )  # fmt: skip
 #: Contenders that run the latency / first-checkpoint / failover scenario: one per engine
 #: (tasks.max changes how the copy scales, not what the scenario measures).
-NO_SCENARIO = (stats.MM2_TUNED_2, stats.MM2_DEFAULTS_2, stats.MIRRORLIB_2)
+NO_SCENARIO = (
+    stats.MM2_TUNED_2, stats.MM2_DEFAULTS_2, stats.MIRRORLIB_2, stats.BARE_LOOP_2,
+    stats.ACKED_LOOP_2,
+)  # fmt: skip
 #: The Spark contender that also runs the latency / checkpoint / failover scenario.
 SCENARIO_SPARK = stats.SPARK_2
 SPARK_SCENARIO_NOTE = (

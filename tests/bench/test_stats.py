@@ -300,6 +300,35 @@ def test_targets_per_tasks_max_against_mm2_with_the_same_tasks_max():
     assert "MM2 defaults" in table and "**missed**" in table
 
 
+def test_two_tasks_are_compared_with_the_loops_in_two_processes():
+    """tasks.max=2 against the loops in two processes, tasks.max=1 against the loops in one; the
+    CPU target carries the loops' own CPU ÷ MM2 in mirrorlib's worst cell."""
+    rows = [
+        _cell(stats.MIRRORLIB, 100, 120, 0.6), _cell(stats.MM2_TUNED, 100, 100, 1.0),
+        _cell(stats.BARE_LOOP, 100, 150, 0.5), _cell(stats.ACKED_LOOP, 100, 140, 0.7),
+        _cell(stats.MIRRORLIB_2, 100, 120, 1.2), _cell(stats.MM2_TUNED_2, 100, 150, 1.5),
+        _cell(stats.BARE_LOOP_2, 100, 200, 1.0), _cell(stats.ACKED_LOOP_2, 100, 160, 1.2),
+        _cell(stats.MIRRORLIB_2, 1024, 100, 0.2), _cell(stats.MM2_TUNED_2, 1024, 100, 1.0),
+    ]  # fmt: skip
+    ratios = {(r["record_size"], r["tasks_max"]): r for r in stats.ratio_rows(rows)}
+    one, two = ratios[(100, 1)], ratios[(100, 2)]
+    assert one["tput_vs_loop"] == pytest.approx(0.8) and two["tput_vs_loop"] == pytest.approx(0.6)
+    assert two["tput_vs_acked_loop"] == pytest.approx(0.75)
+    # CPU per record: mirrorlib-t2 0.01, mm2-t2 0.01, bare-t2 0.005, acked-t2 0.0075
+    assert two["cpu_vs_mm2"] == pytest.approx(1.0)
+    assert two["loop_cpu_vs_mm2"] == pytest.approx(0.5)
+    assert two["acked_loop_cpu_vs_mm2"] == pytest.approx(0.75)
+    assert ratios[(1024, 2)]["loop_cpu_vs_mm2"] is None  # the loops did not run that cell
+    cpu2 = next(
+        t for t in stats.targets(list(ratios.values()), [])
+        if t["target"].startswith("CPU") and t["tasks_max"] == 2
+    )  # fmt: skip
+    assert (cpu2["value"], cpu2["loop"], cpu2["acked_loop"]) == pytest.approx((1.0, 0.5, 0.75))
+    sc = {r["engine"]: r for r in stats.scaling_rows(rows)}
+    assert sc[stats.BARE_LOOP]["speedup"] == pytest.approx(200 / 150)
+    assert "acked loop itself" in stats.targets_table(stats.targets(list(ratios.values()), []))
+
+
 def test_scaling_rows_give_the_speed_up_and_busy_fraction_per_engine():
     rows = [
         _cell(stats.MIRRORLIB, 1024, 100, 0.5), _cell(stats.MIRRORLIB_2, 1024, 170, 1.4),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from mirrorlib.core.records import OffsetSync
 from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.syncs import EmittedSync, SyncLineage
 from mirrorlib.core.workerproto import (
     DEFAULT_SESSION_TIMEOUT_S,
     FRAME_HEADER_SIZE,
@@ -15,6 +17,8 @@ from mirrorlib.core.workerproto import (
     Keepalive,
     PartitionReport,
     ReportMerger,
+    Syncs,
+    SyncsFailed,
     WorkerProtocolError,
     decode_frame,
     encode_frame,
@@ -31,6 +35,20 @@ def test_a_frame_is_its_length_then_its_message() -> None:
     header, body = frame[:FRAME_HEADER_SIZE], frame[FRAME_HEADER_SIZE:]
     assert frame_size(header) == len(body)
     assert decode_frame(body) == message
+
+
+@pytest.mark.parametrize("kind", [Syncs, SyncsFailed])
+def test_offset_syncs_cross_a_frame_whole(kind: type[Syncs] | type[SyncsFailed]) -> None:
+    syncs = tuple(
+        EmittedSync(OffsetSync(f"t{p}", p, 100 * n, 90 * n + p), SyncLineage(f"w{p % 2}", n))
+        for p in range(3)
+        for n in (0, 1, 2**62)
+    )
+    message = kind(syncs)
+    decoded = decode_frame(encode_frame(message)[FRAME_HEADER_SIZE:])
+    assert type(decoded) is kind
+    assert decoded == message
+    assert decode_frame(encode_frame(kind(()))[FRAME_HEADER_SIZE:]) == kind(())
 
 
 def test_a_corrupt_length_is_refused() -> None:

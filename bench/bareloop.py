@@ -43,19 +43,46 @@ def _option(args: list[str], name: str) -> str | None:
 
 
 def _run_processes(count: int, args: list[str]) -> None:
+    """Create the copies once (two children creating them at once raced in one run: one child's
+    records never arrived), then run one child per slot; a child that ends ends the others."""
+    source, target, prefix, *topics = [a for a in args if a != "--acked"]
+    _create_copies(source, target, prefix, topics)
     children = [
         subprocess.Popen([sys.executable, "-m", "bench.bareloop", *args, "--slot", f"{i}/{count}"])
         for i in range(count)
     ]
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    code = 0
+    while not stopping.wait(0.2):
+        ended = [child.returncode for child in children if child.poll() is not None]
+        if ended:
+            code = ended[0] or 1
+            print(f"bareloop: a child ended with {ended[0]}; stopping the others", file=sys.stderr)
+            break
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+    for child in children:
+        child.wait(30)
+    sys.exit(code)
 
-    def stop(*_: object) -> None:
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):
-                child.terminate()
 
-    signal.signal(signal.SIGTERM, stop)
-    codes = [child.wait() for child in children]
-    sys.exit(max(codes, key=abs))
+def _create_copies(source: str, target: str, prefix: str, topics: list[str]) -> None:
+    """The target has auto.create.topics.enable=false: create the copies, same partition
+    counts (a copy that is already there is left as it is)."""
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-bareloop"})
+    meta = consumer.list_topics(timeout=10)
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": target})
+    new = [NewTopic(prefix + t, len(meta.topics[t].partitions), 1) for t in topics]
+    for future in admin.create_topics(new).values():
+        with contextlib.suppress(KafkaException):  # already there
+            future.result(30)
+
+
+def _report_error(err: Any) -> None:
+    print(f"bareloop: client error: {err}", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -69,9 +96,15 @@ def main() -> None:
     source, target, prefix, *topics = [a for a in args if a != "--acked"]
     delivered: dict[int, int] = {}
 
+    failed = [0]
+
     def on_delivery(err: object, msg: Any) -> None:
         if err is None:
             delivered[msg.partition()] = msg.offset()
+        else:
+            failed[0] += 1
+            if failed[0] <= 10:
+                print(f"bareloop: not delivered: {err}", file=sys.stderr, flush=True)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -82,6 +115,7 @@ def main() -> None:
             "enable.auto.commit": False,
             "enable.partition.eof": False,
             "fetch.queue.backoff.ms": 10,  # mirrorlib's default (FlowSettings.record_consumer)
+            "error_cb": _report_error,
         }
     )
     producer = Producer(
@@ -93,16 +127,13 @@ def main() -> None:
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 1_048_576,
+            "error_cb": _report_error,
             **({"on_delivery": on_delivery} if acked else {}),
         }
     )
+    if slots == 1:
+        _create_copies(source, target, prefix, topics)  # else the parent did
     meta = consumer.list_topics(timeout=10)
-    # the target has auto.create.topics.enable=false: create the copies, same partition counts
-    admin = AdminClient({"bootstrap.servers": target})
-    new = [NewTopic(prefix + t, len(meta.topics[t].partitions), 1) for t in topics]
-    for future in admin.create_topics(new).values():
-        with contextlib.suppress(KafkaException):  # already there
-            future.result(30)
     consumer.assign(
         [
             TopicPartition(t, p, OFFSET_BEGINNING)

@@ -96,6 +96,26 @@ _STEP_C: Final = tuple(_SHIFT[max(i - 2, 0)] for i in range(SYNCS_PER_PARTITION)
 _INT64_MAX: Final = 2**63 - 1
 
 
+def _replace_head(slots: bytearray, original: bytes, pool: array[int], new: int) -> int:
+    """The usual head of :func:`_update_slots`'s walk, at once; returns its last slot ``p``.
+
+    Slots 1..p that held the old newest sync ``h`` (as slot 0 did) while the new sync is more
+    than 2^(i-1) past it (invariant B fails) take the new sync: in the walk each of them finds
+    ``h`` not recent enough and skips it because the next slot holds ``h`` too. With syncs every
+    100 offsets that is the first 7 slots of each update. Only for non-negative offsets, where
+    no Java long arithmetic can wrap (else ``p`` is 0 and the walk does it all).
+    """
+    h_up = pool[2 * original[0]]
+    if h_up < 0:
+        return 0
+    leading = SYNCS_PER_PARTITION - len(original.lstrip(original[:1]))
+    gap = pool[2 * new] - h_up
+    p = min(leading - 1, (gap - 1).bit_length() if gap > 0 else 0, SYNCS_PER_PARTITION - 1)
+    if p > 0:
+        slots[1 : p + 1] = bytes((new,)) * p
+    return p
+
+
 def _update_slots(slots: bytearray, original: bytes, pool: array[int], new: int) -> None:
     """MM2's ``OffsetSyncStore.updateSyncArray`` (KAFKA-14666, KAFKA-15202), on a copy.
 
@@ -112,21 +132,7 @@ def _update_slots(slots: bytearray, original: bytes, pool: array[int], new: int)
     replacement = new
     slots[0] = new
     last = SYNCS_PER_PARTITION - 1
-    # The usual head of the walk, at once: slots 1..p that held the old newest sync ``h`` (as slot
-    # 0 did) while the new sync is more than 2^(i-1) past it (B fails) take the new sync -- in
-    # the walk each of them finds ``h`` not recent enough and skips it because the next slot
-    # holds ``h`` too. With syncs every 100 offsets that is the first 7 slots of each update.
-    # Only for non-negative offsets, where no Java long arithmetic below can wrap.
-    h = original[0]
-    h_up = pool[2 * h]
-    p = 0
-    if h_up >= 0:
-        leading = SYNCS_PER_PARTITION - len(original.lstrip(original[:1]))
-        gap = pool[2 * new] - h_up
-        p = min(leading - 1, (gap - 1).bit_length() if gap > 0 else 0, last)
-        if p > 0:
-            slots[1 : p + 1] = bytes((new,)) * p
-    replacement_index = p
+    replacement_index = p = _replace_head(slots, original, pool, new)
     for current in range(p + 1, SYNCS_PER_PARTITION):
         previous = current - 1
         prev_slot = slots[previous]

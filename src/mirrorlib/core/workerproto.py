@@ -198,11 +198,7 @@ class Syncs:
     syncs: tuple[EmittedSync, ...]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _syncs_of_rows, (_rows(self.syncs),)
-
-
-def _syncs_of_rows(rows: tuple[_SyncRow, ...]) -> Syncs:
-    return Syncs(_emitted(rows))
+        return _of_rows, (Syncs, _rows(self.syncs))
 
 
 @attrs.frozen
@@ -214,11 +210,12 @@ class SyncsFailed:
     syncs: tuple[EmittedSync, ...]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _syncs_failed_of_rows, (_rows(self.syncs),)
+        return _of_rows, (SyncsFailed, _rows(self.syncs))
 
 
-def _syncs_failed_of_rows(rows: tuple[_SyncRow, ...]) -> SyncsFailed:
-    return SyncsFailed(_emitted(rows))
+def _of_rows(kind: type[Syncs | SyncsFailed], rows: tuple[_SyncRow, ...]) -> Syncs | SyncsFailed:
+    """A :class:`Syncs` or :class:`SyncsFailed` from its pickled rows."""
+    return kind(_emitted(rows))
 
 
 @attrs.frozen

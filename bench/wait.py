@@ -3,7 +3,8 @@
 Starts two local clusters, then per *variant* (a mirrorlib ``src/`` directory and extra
 properties) runs ``python -m mirrorlib run`` probed by :mod:`bench.waitprobe` and copies a
 ProducerPerformance backlog per cell (record size x partitions), like ``bench.run``'s throughput
-phase (the replicator is SIGSTOPped while a cell is preloaded). Per cell it prints and writes
+phase (the replicator's process tree is SIGSTOPped while a cell is preloaded; with
+``tasks.max`` > 1 each worker process is probed too). Per cell it prints and writes
 (``bench/results/wait-<date>-<HHMM>.json``) the rate, CPU, the copy thread's time split (waiting
 in ``consume()``, consuming, producing, serving delivery reports, matching them) and
 librdkafka's view (fetch queue depth, fetch and produce request rates and sizes, round trips,
@@ -24,6 +25,7 @@ import datetime as dt
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,7 +36,8 @@ from typing import Any, cast
 
 from bench import kio
 from bench.contenders import mirrorlib_src
-from bench.procmon import ProcMonitor, machine_busy_seconds, tree_cpu_seconds
+from bench.procmon import ProcMonitor, children, machine_busy_seconds, tree_cpu_seconds
+from bench.waitprobe import worker_path
 from mirrorlib.testing import JvmOptions, start_clusters
 from mirrorlib.testing.config import render_properties
 from mirrorlib.testing.mm2 import mm2_properties
@@ -148,9 +151,10 @@ def analyse(
     calls = {k: int(d("calls", k)) for k in s1["calls"]}
     hist = {k: s1["batch_hist"].get(k, 0) - s0["batch_hist"].get(k, 0) for k in s1["batch_hist"]}
     copy_net = timers["copy"] - timers["copy_blocked"]
+    txn = timers.get("commit_txn", 0.0) + timers.get("begin_txn", 0.0)
     known = (
         timers["consume_empty"] + timers["consume_records"] + timers["copy"]
-        + timers["producer_poll"] + timers["drain_acks"]
+        + timers["producer_poll"] + timers["drain_acks"] + txn
     )  # fmt: skip
     share = {
         "waiting_in_consume": timers["consume_empty"] / span,
@@ -159,6 +163,7 @@ def analyse(
         "blocked_producer_queue_full": timers["copy_blocked"] / span,
         "producer_poll_delivery_reports": timers["producer_poll"] / span,
         "drain_acks": timers["drain_acks"] / span,
+        "transactions": txn / span,
         "rest_of_loop": max(span - known, 0.0) / span,
     }
     sched = [b - a for a, b in zip(s0["copy_thread_sched"], s1["copy_thread_sched"], strict=True)]
@@ -259,6 +264,7 @@ def summary_line(name: str, cell: str, r: Mapping[str, Any]) -> str:
         f" | wait {sh['waiting_in_consume']:.2f} consume {sh['consume_with_records']:.2f}"
         f" produce {sh['produce_calls']:.2f} full {sh['blocked_producer_queue_full']:.2f}"
         f" dr {sh['producer_poll_delivery_reports']:.2f} acks {sh['drain_acks']:.2f}"
+        f" txn {sh.get('transactions', 0.0):.2f} ({r['calls'].get('commit_txn', 0)} commits)"
         f" | batch {r['consumed_per_batch']} | fetchq {c.get('fetchq_cnt_avg')}"
         f" fetch/s {c.get('requests_per_s')} B/fetch {c.get('rx_bytes_per_request')}"
         f" rtt {c.get('rtt_avg_ms')} | prodq {p.get('msg_cnt_avg')} produce/s"
@@ -276,6 +282,23 @@ def machine_row(
 
 
 # -- measuring ------------------------------------------------------------------------------------
+
+
+def worker_rows(out: Path, pids: Sequence[int], t0: float, t1: float) -> list[dict[str, Any]]:
+    """:func:`analyse` of each worker process's own probe (``tasks.max`` > 1), its rate and CPU
+    per record counted from the records it consumed in the window."""
+    rows = []
+    for pid in pids:
+        path = worker_path(out, pid)
+        if not path.exists():
+            continue
+        samples = [json.loads(line) for line in path.read_text().splitlines() if line]
+        s0, s1 = _at(samples, t0, after=False), _at(samples, t1, after=True)
+        consumed = s1["records_consumed"] - s0["records_consumed"]
+        row = analyse(samples, t0, t1, max(consumed, 1))
+        row.update(pid=pid, records=consumed)
+        rows.append(row)
+    return rows
 
 
 def parse_cells(text: str) -> tuple[tuple[int, int, int], ...]:
@@ -339,11 +362,14 @@ def run_variant(
                 time.sleep(0.2)
         time.sleep(2.0)
         for topic, (size, parts, n) in cells.items():
-            os.kill(proc.pid, 19)  # SIGSTOP while the backlog is written
+            tree = [proc.pid, *children(proc.pid)]  # with tasks.max > 1: the worker processes
+            for pid in tree:
+                os.kill(pid, signal.SIGSTOP)  # while the backlog is written
             try:
                 kio.producer_performance(work, a.bootstrap_servers, topic, n, size)
             finally:
-                os.kill(proc.pid, 18)  # SIGCONT
+                for pid in reversed(tree):
+                    os.kill(pid, signal.SIGCONT)
             t0 = time.monotonic()
             mon.reset_window()
             before = cpu_now()
@@ -357,8 +383,11 @@ def run_variant(
             row.update(variant=name, record_size=size, partitions=parts, records=n)
             row["cores"] = machine_row(before, after, t1 - t0)
             row["peak_rss_mb"] = round(mon.window_peak_mb(), 1)
+            row["workers"] = worker_rows(out, tree[1:], t0, t1)
             rows.append(row)
             log(summary_line(name, f"{size}B-p{parts}", row))
+            for w in row["workers"]:
+                log(summary_line(f"worker {w['pid']}", f"{size}B-p{parts}", w))
     finally:
         mon.close()
         ob.close()

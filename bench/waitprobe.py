@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ TIMERS = (
     "producer_poll",  # producer.poll() in the loop (serves delivery reports)
     "drain_acks",  # Copier._drain_acks: matching delivery reports with produced records
     "flush",  # producer.flush()
+    "commit_txn",  # producer.commit_transaction() (tasks.max > 1 workers, exactly-once)
+    "begin_txn",  # producer.begin_transaction()
     "suspended",  # calls over 1 s (only a SIGSTOP, the harness's preload, makes them)
 )
 
@@ -247,6 +250,20 @@ def install() -> None:
             probe.add("flush", clock() - started)
             return left
 
+        def commit_transaction(self, *args: Any) -> None:
+            started = clock()
+            try:
+                super().commit_transaction(*args)
+            finally:
+                probe.add("commit_txn", clock() - started)
+
+        def begin_transaction(self) -> None:
+            started = clock()
+            try:
+                super().begin_transaction()
+            finally:
+                probe.add("begin_txn", clock() - started)
+
     copy, drain = copier.Copier._copy, copier.Copier._drain_acks
 
     def timed_copy(self: Any, msgs: list[Any]) -> None:
@@ -289,17 +306,33 @@ def report_to(path: Path, interval: float = 0.25) -> threading.Thread:
     return thread
 
 
+def worker_path(out: Path, pid: int) -> Path:
+    """Where the probe of worker process ``pid`` of the replicator probed into ``out`` writes."""
+    return out.with_name(f"{out.stem}-w{pid}{out.suffix}")
+
+
 def main(argv: list[str]) -> int:
-    """``python -m bench.waitprobe OUT.jsonl mm2.properties``: the replicator, probed."""
+    """``python -m bench.waitprobe OUT.jsonl mm2.properties``: the replicator, probed; with
+    ``tasks.max`` > 1 its worker processes are ``python -m bench.waitprobe --worker OUT.jsonl``,
+    probed into :func:`worker_path`."""
+    if argv[0] == "--worker":
+        install()
+        report_to(worker_path(Path(argv[1]), os.getpid()))
+        from mirrorlib.runtime import worker
+
+        return worker.main()
     out, props = argv
     install()
     report_to(Path(out))
     from mirrorlib.cli import main as cli
+    from mirrorlib.runtime.workers import Supervisor
 
+    command = [sys.executable, "-m", "bench.waitprobe", "--worker", str(Path(out).resolve())]
+    defaults = Supervisor.__init__.__kwdefaults__ or {}
+    defaults["command"] = lambda: list(command)
+    Supervisor.__init__.__kwdefaults__ = defaults
     return int(cli(["--log-level", "WARNING", "run", props]) or 0)
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main(sys.argv[1:]))

@@ -41,6 +41,8 @@ SPARK_CONF = {
     "spark.driver.memory": "1g",
     "spark.python.worker.faulthandler.enabled": "true",
     "spark.sql.streaming.stopTimeout": "30s",
+    # what a session mirrorlib launches gets (mirrorlib.spark.session.session_defaults)
+    "spark.python.daemon.module": "mirrorlib.spark.daemon",
 }
 
 
@@ -189,6 +191,8 @@ class StandaloneCluster:
             "--conf", f"spark.executorEnv.PYTHONPATH={src}",
             "--conf", f"spark.pyspark.python={sys.executable}",
             "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            # as docs/spark.md suggests for spark-submit: PySpark from its installed package
+            "--conf", "spark.python.daemon.module=mirrorlib.spark.daemon",
         ]  # fmt: skip
         for c in conf:
             command += ["--conf", c]

@@ -14,6 +14,7 @@ import pytest
 from mirrorlib.errors import ConfigError
 from mirrorlib.spark.session import (
     ARCHIVE_MAX_AGE_S,
+    DAEMON_MODULE,
     DRIVER_JAVA_OPTIONS,
     KEEP_ARCHIVES,
     PreparedArchive,
@@ -26,9 +27,13 @@ from mirrorlib.spark.session import (
 
 
 def test_a_session_mirrorlib_launches_runs_the_driver_jvm_with_c1_only() -> None:
-    assert session_defaults({}, "") == {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
+    expected = {
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+        "spark.python.daemon.module": DAEMON_MODULE,
+    }
+    assert session_defaults({}, "") == expected
     by_args = {"PYSPARK_SUBMIT_ARGS": "--master local[2] --driver-memory 1g pyspark-shell"}
-    assert session_defaults(by_args, "") == {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
+    assert session_defaults(by_args, "") == expected
 
 
 def test_the_users_driver_java_options_are_left_alone() -> None:
@@ -36,7 +41,14 @@ def test_the_users_driver_java_options_are_left_alone() -> None:
     by_conf = {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-Dx=1 pyspark-shell"}
     defaults = "spark.driver.extraJavaOptions  -Dlog4j.configurationFile=x.xml\n"
     for env, text in ((by_submit_args, ""), (by_conf, ""), ({}, defaults)):
-        assert session_defaults(env, text) == {}
+        assert session_defaults(env, text) == {"spark.python.daemon.module": DAEMON_MODULE}
+
+
+def test_the_users_python_daemon_module_is_left_alone() -> None:
+    by_conf = {"PYSPARK_SUBMIT_ARGS": "--conf spark.python.daemon.module=my.daemon pyspark-shell"}
+    defaults = "spark.python.daemon.module  my.daemon\n"
+    for env, text in ((by_conf, ""), ({}, defaults)):
+        assert "spark.python.daemon.module" not in session_defaults(env, text)
 
 
 def test_a_jvm_started_by_spark_submit_is_left_alone() -> None:
@@ -79,9 +91,10 @@ def test_no_archive_when_turned_off_or_without_a_usable_cache_directory(tmp_path
     blocked.write_text("not a directory")
     assert class_data_sharing({"XDG_CACHE_HOME": str(blocked)}, "") == ""
     assert class_data_sharing({"XDG_CACHE_HOME": str(tmp_path / "with space")}, "") == ""
-    assert session_defaults({"XDG_CACHE_HOME": str(blocked)}, "") == {
-        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS
-    }
+    assert (
+        session_defaults({"XDG_CACHE_HOME": str(blocked)}, "")["spark.driver.extraJavaOptions"]
+        == DRIVER_JAVA_OPTIONS
+    )
 
 
 def test_stopping_a_launched_session_waits_for_its_jvm_to_exit() -> None:

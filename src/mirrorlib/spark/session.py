@@ -24,6 +24,11 @@ deployment's, a test suite's, a benchmark's) keeps each one's archive.
 Neither is set when the user gives the driver's Java options (``spark.driver.extraJavaOptions``
 or ``--driver-java-options``, in ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``), which
 they would replace.
+
+The executors start their Python daemon from :mod:`mirrorlib.spark.daemon`
+(``spark.python.daemon.module``), which imports PySpark from its installed package instead of
+Spark's zip when both are the same version (1.3-1.5 s of CPU less per daemon on the test
+machine, at the job's start), unless the user sets that setting.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from mirrorlib.errors import ConfigError, MirrorError
 
 __all__ = [
     "ARCHIVE_MAX_AGE_S",
+    "DAEMON_MODULE",
     "DRIVER_JAVA_OPTIONS",
     "KEEP_ARCHIVES",
     "PreparedArchive",
@@ -59,6 +65,9 @@ __all__ = [
 ]
 
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: the executors' Python daemon (:mod:`mirrorlib.spark.daemon`)
+DAEMON_MODULE = "mirrorlib.spark.daemon"
+_DAEMON_MODULE_KEY = "spark.python.daemon.module"
 _JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "--driver-java-options")
 #: the JVM's messages about an archive it cannot use (it runs on without it)
 _CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -194,6 +203,8 @@ def session_defaults(
     if _java_options_given(env, text) is None:
         cds = class_data_sharing(env, text)
         out["spark.driver.extraJavaOptions"] = f"{DRIVER_JAVA_OPTIONS} {cds}".strip()
+    if not any(_DAEMON_MODULE_KEY in t for t in (env.get("PYSPARK_SUBMIT_ARGS", ""), text)):
+        out[_DAEMON_MODULE_KEY] = DAEMON_MODULE
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import stats
-from bench.procmon import children
+from bench.procmon import children, resume_tree, suspend_tree
 from mirrorlib.testing import BaseCluster
 from mirrorlib.testing.config import render_properties
 from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
@@ -76,15 +76,11 @@ class Contender:
         """SIGSTOP the replicator's whole process tree (with ``tasks.max`` > 1 mirrorlib copies in
         child processes: stopping only the parent let them copy part of the preload outside the
         measured window, until their pipe to the stopped parent filled)."""
-        for pid in (self.pid, *children(self.pid)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
+        suspend_tree(self.pid)
 
     def resume(self) -> None:
         """SIGCONT the tree, children first (the parent finds its workers running)."""
-        for pid in (*reversed(children(self.pid)), self.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        resume_tree([self.pid, *children(self.pid)])
 
     @property
     def checkpoints(self) -> bool:

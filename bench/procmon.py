@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -99,6 +101,23 @@ class ProcMonitor:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
+
+
+def suspend_tree(pid: int) -> list[int]:
+    """SIGSTOP ``pid`` and every descendant (a replicator's worker processes too: stopping only
+    the parent lets them copy on); returns the stopped pids for :func:`resume_tree`."""
+    tree = [pid, *children(pid)]
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGSTOP)
+    return tree
+
+
+def resume_tree(tree: list[int]) -> None:
+    """SIGCONT a :func:`suspend_tree`'s pids, children first (the parent finds them running)."""
+    for p in reversed(tree):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGCONT)
 
 
 def machine_busy_seconds() -> float:

@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,13 @@ from typing import Any, cast
 
 from bench import kio
 from bench.contenders import mirrorlib_src
-from bench.procmon import ProcMonitor, children, machine_busy_seconds, tree_cpu_seconds
+from bench.procmon import (
+    ProcMonitor,
+    machine_busy_seconds,
+    resume_tree,
+    suspend_tree,
+    tree_cpu_seconds,
+)
 from bench.waitprobe import worker_path
 from mirrorlib.testing import JvmOptions, start_clusters
 from mirrorlib.testing.config import render_properties
@@ -284,6 +289,11 @@ def machine_row(
 # -- measuring ------------------------------------------------------------------------------------
 
 
+def _samples(path: Path) -> list[dict[str, Any]]:
+    """A probe's JSON-lines samples (:func:`bench.waitprobe.report_to`)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
 def worker_rows(out: Path, pids: Sequence[int], t0: float, t1: float) -> list[dict[str, Any]]:
     """:func:`analyse` of each worker process's own probe (``tasks.max`` > 1), its rate and CPU
     per record counted from the records it consumed in the window."""
@@ -292,7 +302,7 @@ def worker_rows(out: Path, pids: Sequence[int], t0: float, t1: float) -> list[di
         path = worker_path(out, pid)
         if not path.exists():
             continue
-        samples = [json.loads(line) for line in path.read_text().splitlines() if line]
+        samples = _samples(path)
         s0, s1 = _at(samples, t0, after=False), _at(samples, t1, after=True)
         consumed = s1["records_consumed"] - s0["records_consumed"]
         row = analyse(samples, t0, t1, max(consumed, 1))
@@ -362,14 +372,11 @@ def run_variant(
                 time.sleep(0.2)
         time.sleep(2.0)
         for topic, (size, parts, n) in cells.items():
-            tree = [proc.pid, *children(proc.pid)]  # with tasks.max > 1: the worker processes
-            for pid in tree:
-                os.kill(pid, signal.SIGSTOP)  # while the backlog is written
+            tree = suspend_tree(proc.pid)  # while the backlog is written (and the workers)
             try:
                 kio.producer_performance(work, a.bootstrap_servers, topic, n, size)
             finally:
-                for pid in reversed(tree):
-                    os.kill(pid, signal.SIGCONT)
+                resume_tree(tree)
             t0 = time.monotonic()
             mon.reset_window()
             before = cpu_now()
@@ -378,8 +385,7 @@ def run_variant(
                 raise RuntimeError(f"{name}: {topic} incomplete")
             after = cpu_now()
             time.sleep(0.3)  # the probe's next samples
-            samples = [json.loads(line) for line in out.read_text().splitlines() if line]
-            row = analyse(samples, t0, t1, n)
+            row = analyse(_samples(out), t0, t1, n)
             row.update(variant=name, record_size=size, partitions=parts, records=n)
             row["cores"] = machine_row(before, after, t1 - t0)
             row["peak_rss_mb"] = round(mon.window_peak_mb(), 1)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +63,29 @@ def test_machine_window_counts_a_busy_broker_process_and_the_machine() -> None:
     assert 0.5 <= hot["brokers_cores"] <= 1.1
     assert hot["machine_cores"] >= 0.5
     assert cold["brokers_cores"] <= 0.1
+
+
+def _state(pid: int) -> str:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return raw[raw.rindex(")") + 2]
+
+
+def test_a_tree_is_stopped_and_continued_whole() -> None:
+    parent = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while not procmon.children(parent.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (child,) = procmon.children(parent.pid)
+        tree = procmon.suspend_tree(parent.pid)
+        assert tree == [parent.pid, child]
+        time.sleep(0.1)
+        assert _state(parent.pid) == "T" and _state(child) == "T"
+        procmon.resume_tree(tree)
+        time.sleep(0.1)
+        assert _state(parent.pid) != "T" and _state(child) != "T"
+    finally:
+        for pid in procmon.children(parent.pid):
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait(10)

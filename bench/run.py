@@ -544,6 +544,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument(
+        "--pacer-linger-ms",
+        type=float,
+        default=0.0,
+        help="the latency phases' source producer may batch records this long (0: one request "
+        "per record); the records' produce time is taken before it, so it counts in the latency",
+    )
+    p.add_argument(
         "--profile", action="store_true", help="py-spy the mirrorlib process (skews its figures)"
     )
     p.add_argument(
@@ -662,7 +669,10 @@ def main(argv: list[str] | None = None) -> int:
                 con = make(cid, 50 + k, work)
                 log(f"scenario: {cid}")
                 try:
-                    res = run_scenario(con, a, b, f"scn-{run_id}-{k}-", scenario_seconds, rng)
+                    res = run_scenario(
+                        con, a, b, f"scn-{run_id}-{k}-", scenario_seconds, rng,
+                        pacer_linger_ms=args.pacer_linger_ms,
+                    )  # fmt: skip
                 except Exception as exc:
                     if cid not in stats.SPARKS:
                         raise
@@ -705,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
             "(first second of each rate discarded), failover group stopped at a random moment "
             "of the 10k/s phase"
         ),
+        "pacer_linger_ms": args.pacer_linger_ms,
         "contenders": contender_settings,
         "broker_jvm": "-Xms1g -Xmx1g, G1, C1+C2 (no TieredStopAtLevel)",
     }

@@ -249,6 +249,7 @@ def run_scenario(
     prefix: str,
     seconds: float,
     rng: random.Random,
+    pacer_linger_ms: float = 0.0,
 ) -> dict[str, Any]:
     topic = f"{prefix}s"
     remote = contender.remote(topic)
@@ -311,7 +312,14 @@ def run_scenario(
         for rate in RATES:
             if group is not None and rate == RATES[-1]:
                 group.stop_at = time.monotonic() + rng.uniform(2.0, max(seconds - 1.0, 2.5))
-            _pacer(a.bootstrap_servers, topic, rate=rate, seconds=seconds, size=RECORD_SIZE)
+            _pacer(
+                a.bootstrap_servers,
+                topic,
+                rate=rate,
+                seconds=seconds,
+                size=RECORD_SIZE,
+                **{"linger-ms": pacer_linger_ms},
+            )
         total_a = kio.Offsets(a.bootstrap_servers)
         n = total_a.total(topic)
         total_a.close()

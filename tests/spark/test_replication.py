@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -115,6 +117,7 @@ def test_records_offset_syncs_checkpoints_and_failover(
         assert offsets == committed, offsets
         status = job.status()[0]
         assert not status.errors, status.errors
+        assert status.offset_syncs_emitted >= len(ours)
         assert job.records_copied() >= 690
     finally:
         job.stop()
@@ -138,6 +141,54 @@ def test_records_offset_syncs_checkpoints_and_failover(
         if m.offset() >= committed[m.partition()]
     )
     assert sorted((m.partition(), m.value() or b"", m.timestamp()[1]) for m in seen) == expected
+
+
+def test_offset_syncs_the_topic_refuses_show_in_the_status_until_written_again(
+    two_clusters: ClusterSet, spark: Any, tmp_path: Path, name: str
+) -> None:
+    """A sync the offset-syncs topic refuses is not counted as emitted: the flow shows an
+    ``offset-syncs`` error naming the batch and the topic, and a later batch whose syncs are
+    written clears it."""
+    from mirrorlib.spark import SparkReplicator
+    from tests.runtime.test_failure_paths import set_topic_config
+
+    a, b = two_clusters
+    topic = f"{name}.t"
+    a.create_topic(topic, 2)
+    syncs_topic = "mm2-offset-syncs.B.internal"  # on the source (MM2's default location)
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        a.create_topic(syncs_topic)
+    set_topic_config(a, syncs_topic, "max.message.bytes", "10")  # refuses every sync
+    try:
+        produce(a, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(200)])
+        cfg = spark_config(two_clusters, **{"A->B.topics": re.escape(topic)})
+        job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk")).start()
+        try:
+            errors = wait_for(
+                "the refused syncs in the status",
+                lambda: [e for e in job.status()[0].errors if e.startswith("offset-syncs: ")],
+                timeout=120,
+            )
+            assert syncs_topic in errors[0] and "not written" in errors[0], errors
+            assert sum(end_offsets(b, f"A.{topic}").values()) == 200
+            assert job.status()[0].offset_syncs_emitted == 0
+            set_topic_config(a, syncs_topic, "max.message.bytes", None)
+            produce(a, topic, [{"value": b"late", "partition": p} for p in (0, 1)])
+            wait_for(
+                "syncs written and the error cleared",
+                lambda: (st := job.status()[0]).offset_syncs_emitted >= 2 and not st.errors,
+                timeout=90,
+            )
+        finally:
+            job.stop()
+    finally:
+        set_topic_config(a, syncs_topic, "max.message.bytes", None)
+    ours = [
+        OffsetSync.decode(m.key(), m.value())
+        for m in read_all(a, syncs_topic)
+        if m.key() is not None and topic.encode() in m.key()
+    ]
+    assert {(s.partition, s.upstream_offset) for s in ours} >= {(0, 100), (1, 100)}
 
 
 def test_new_topics_partitions_and_a_user_policy(

@@ -61,6 +61,8 @@ MEASURE_INTERVAL_S = 1.0
 #: retries with the embedded engine's back-off (1 s, growing to at most 60 s); a continuous
 #: query, like the embedded engine, keeps retrying.
 BACKFILL_REFUSALS = 5
+#: the flow status's error component for offset syncs a batch's tasks could not write
+SYNCS_ERROR = "offset-syncs"
 
 
 def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
@@ -308,6 +310,7 @@ class CopyBatches:
         if owed != before:
             self.parked_log.save(batch_id, owed)
         self.owed = owed
+        self._count_syncs(results, batch_id)
         self._store_positions(results, batch_id)
         stored = time.monotonic()
         if end:
@@ -334,6 +337,26 @@ class CopyBatches:
                 _first_records(results),
                 stored - copied,
             )
+
+    def _count_syncs(self, results: Sequence[CopyResult], batch_id: int) -> None:
+        """Count the offset syncs the batch's tasks wrote in the flow's status; syncs a task
+        could not write show as the flow's ``offset-syncs`` error until a later batch writes
+        syncs with none refused. A sync not written leaves checkpoints translating with the
+        partition's older syncs (a consumer that fails over re-reads more, nothing is skipped);
+        the partition's next copied record writes a new one (each task numbers its own)."""
+        written = sum(r.offset_syncs for r in results)
+        failed = sum(r.offset_syncs_failed for r in results)
+        self.flow.stats.offset_syncs_emitted += written
+        if failed:
+            message = (
+                f"batch {batch_id}: {failed} offset sync(s) not written to "
+                f"{self.s.offset_syncs_topic} (see the executors' log); a partition's next "
+                "copied record writes a new one"
+            )
+            log.warning("flow %s: %s", self.s.name, message)
+            self.flow.stats.set_error(SYNCS_ERROR, message)
+        elif written:
+            self.flow.stats.set_error(SYNCS_ERROR, None)
 
     def _backfill_left(self, owed: Mapping[TP, Range]) -> None:
         """A backfill's batch that planned nothing new (everything up to the pinned offsets was

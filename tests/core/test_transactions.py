@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorlib.core.transactions import COMMIT_SHARE, MAX_STRETCH_S, TransactionBoundary
+from mirrorlib.core.transactions import (
+    CAUGHT_UP_MIN_AGE_S,
+    COMMIT_SHARE,
+    MAX_STRETCH_S,
+    TransactionBoundary,
+)
 
 
 def test_before_any_commit_the_interval_is_the_boundary() -> None:
@@ -18,6 +23,15 @@ def test_a_copier_that_caught_up_commits_at_once() -> None:
     boundary = TransactionBoundary(1.0)
     boundary.committed(0.4)
     assert boundary.due(0.0, caught_up=True)
+
+
+def test_reading_to_the_end_while_records_arrive_ends_transactions_of_a_minimum_age() -> None:
+    """No round is empty while records keep arriving; reading the partitions to their end
+    counts as caught up once the transaction is old enough (a bounded number of commits)."""
+    assert not TransactionBoundary.may_end_caught_up(0.0)
+    assert not TransactionBoundary.may_end_caught_up(CAUGHT_UP_MIN_AGE_S * 0.99)
+    assert TransactionBoundary.may_end_caught_up(CAUGHT_UP_MIN_AGE_S)
+    assert TransactionBoundary(1.0).seconds > CAUGHT_UP_MIN_AGE_S
 
 
 def test_fast_commits_keep_the_interval() -> None:

@@ -14,7 +14,7 @@ from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import OffsetSyncEmitter
-from mirrorlib.core.transactions import COMMIT_SHARE
+from mirrorlib.core.transactions import CAUGHT_UP_MIN_AGE_S, COMMIT_SHARE
 from mirrorlib.kafka.commit import (
     Committer,
     PositionCommitter,
@@ -293,3 +293,25 @@ def test_a_busy_copier_commits_at_the_interval_or_later_when_commits_are_slow() 
     assert committer.in_transaction
     committer.tick(start + interval, caught_up=True)  # caught up: at once, whatever the boundary
     assert not committer.in_transaction
+
+
+def test_only_an_open_transaction_old_enough_asks_whether_the_copier_read_to_the_end() -> None:
+    flow = Flow(**{"B.exactly.once.source.support": "enabled"})
+    committer = flow.committer
+    now = time.monotonic()
+    assert not committer.wants_caught_up(now) and committer.transaction_partitions() == []
+    committer.begin()
+    start = time.monotonic()
+    assert not committer.wants_caught_up(start)  # too young: no check, no commit
+    assert committer.wants_caught_up(start + CAUGHT_UP_MIN_AGE_S)
+    flow.part.txn_last = 3
+    assert committer.transaction_partitions() == [KEY]
+    committer.refused()
+    assert not committer.wants_caught_up(start + 1.0)  # it is aborted anyway
+
+
+def test_at_least_once_never_asks_whether_the_copier_read_to_the_end() -> None:
+    flow = Flow()
+    assert isinstance(flow.committer, PositionCommitter)
+    assert not flow.committer.wants_caught_up(time.monotonic() + 10.0)
+    assert flow.committer.transaction_partitions() == []

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, Replicator
@@ -98,6 +98,50 @@ def test_tasks_max_2_copies_every_record_with_two_busy_workers(two_clusters: Clu
     for m in read_all(b, f"A.{topic}", read_committed=True):
         target.setdefault(m.partition(), []).append((m.key(), m.value()))
     assert target == source
+
+
+@pytest.mark.parametrize("tasks_max", ["1", "2"])
+def test_records_trickling_in_become_visible_without_waiting_for_the_transaction_interval(
+    two_clusters: ClusterSet, tasks_max: str
+) -> None:
+    """Records arrive every 10 ms, so no round of the copier consumes nothing; a worker (and an
+    exactly-once copier) that read its transaction's partitions to their end commits all the
+    same: a read_committed reader of B sees the records while they keep arriving, long before
+    the 60 s ``transaction.boundary.interval.ms``."""
+    a, b = two_clusters
+    topic = f"workers.trickle{tasks_max}"
+    a.create_topic(topic, 2)
+    props = {"A->B.topics": re.escape(topic), "tasks.max": tasks_max}
+    props["transaction.boundary.interval.ms"] = "60000"
+    if tasks_max == "1":
+        props["B.exactly.once.source.support"] = "enabled"
+    stop = threading.Event()
+    sent = [0]
+
+    def trickle() -> None:
+        producer = Producer({**a.client_config(), "enable.idempotence": True, "linger.ms": 0})
+        while not stop.is_set():
+            producer.produce(topic, str(sent[0]).encode(), partition=sent[0] % 2)
+            producer.poll(0)
+            sent[0] += 1
+            time.sleep(0.01)
+        producer.flush(30)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    with Replicator(config(two_clusters, ["A->B"], **props)):
+        thread.start()
+        try:
+            wait_for(
+                "200 records visible to read_committed while more keep arriving",
+                lambda: holds(b, f"A.{topic}", 200),
+                timeout=30,
+            )
+            assert thread.is_alive()
+        finally:
+            stop.set()
+            thread.join(30)
+        wait_for("every record visible", lambda: holds(b, f"A.{topic}", sent[0]), timeout=60)
+    assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent[0], 2)
 
 
 def worker_pids(replicator: Replicator) -> dict[int, int]:

@@ -2,7 +2,10 @@
 
 A transactional copier (exactly-once, and every ``tasks.max`` > 1 worker, whose transactions are
 its fence) commits as soon as it has caught up with its source, and otherwise once its open
-transaction is ``transaction.boundary.interval.ms`` old. While a commit runs nothing is produced:
+transaction is ``transaction.boundary.interval.ms`` old. Caught up: a round consumed nothing, or
+every partition of the open transaction was read up to the end offset of its last fetch while
+records keep arriving — then once the transaction is :data:`CAUGHT_UP_MIN_AGE_S` old, so that a
+steady trickle of records costs at most ~20 commits a second, not one per round. While a commit runs nothing is produced:
 ``commit_transaction`` drains the producer's pipeline, the positions written into the
 transaction first need their partition added to it (``AddPartitionsToTxn``, a round trip to the
 coordinator), then ``EndTxn`` waits for the coordinator's log write; the next transaction's first
@@ -20,13 +23,17 @@ measures and asks (:mod:`mirrorlib.kafka.commit`).
 
 from __future__ import annotations
 
-__all__ = ["COMMIT_SHARE", "MAX_STRETCH_S", "TransactionBoundary"]
+__all__ = ["CAUGHT_UP_MIN_AGE_S", "COMMIT_SHARE", "MAX_STRETCH_S", "TransactionBoundary"]
 
 #: the share of a busy copier's time that transaction commits may take
 COMMIT_SHARE = 0.05
 #: a stretched transaction lasts at most this long (seconds), unless the interval is longer;
 #: far below the transactions' timeout (``transaction.timeout.ms``, 60 s by default)
 MAX_STRETCH_S = 10.0
+#: a copier that has read its transaction's partitions to their end while records keep arriving
+#: commits a transaction at least this old (seconds); one whose round consumed nothing commits
+#: at once
+CAUGHT_UP_MIN_AGE_S = 0.05
 # weight of the newest commit in the smoothed commit time
 _SMOOTHING = 0.3
 
@@ -64,7 +71,14 @@ class TransactionBoundary:
         prev = self._commit_s
         self._commit_s = took if prev is None else prev + _SMOOTHING * (took - prev)
 
+    @staticmethod
+    def may_end_caught_up(age: float) -> bool:
+        """Whether a transaction ``age`` seconds old commits if the copier read its partitions
+        to their end (see :data:`CAUGHT_UP_MIN_AGE_S`)."""
+        return age >= CAUGHT_UP_MIN_AGE_S
+
     def due(self, age: float, *, caught_up: bool) -> bool:
         """Whether a transaction ``age`` seconds old commits now (``caught_up``: the copier's
-        last round consumed nothing)."""
+        last round consumed nothing, or read the partitions to their end when
+        :meth:`may_end_caught_up` allowed it)."""
         return caught_up or age >= self.seconds

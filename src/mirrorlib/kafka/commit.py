@@ -12,8 +12,10 @@ in one of two ways, chosen once per flow:
   last flush.
 * :class:`TransactionCommitter` (**exactly-once**). Records are produced inside a transaction
   (:meth:`~Committer.begin`); as soon as the copier has caught up with its source (a round that
-  consumed nothing), and otherwise every ``transaction.boundary.interval`` (longer when commits
-  are slow: :class:`~mirrorlib.core.transactions.TransactionBoundary`), the positions of what was
+  consumed nothing, or read the transaction's partitions to the end offsets of their last
+  fetch: :meth:`~Committer.wants_caught_up`), and otherwise every
+  ``transaction.boundary.interval`` (longer when commits are slow:
+  :class:`~mirrorlib.core.transactions.TransactionBoundary`), the positions of what was
   produced are written into the same transaction, which is then committed: records and positions
   become visible together, or neither does. Offset syncs of a transaction are queued only once it
   committed; an aborted transaction rewinds its partitions to their committed positions.
@@ -103,10 +105,22 @@ class Committer(ABC):
     def acknowledged(self, part: PartitionProgress, acks: Acknowledged) -> None:
         """Take the acknowledged records of ``part`` (``acks.count`` > 0) into account."""
 
+    def wants_caught_up(self, now: float) -> bool:
+        """Whether the copier should check, on a round that consumed records, if it read every
+        partition of the open transaction to its end (:meth:`tick` commits then); checking
+        costs a call per partition, so only a transaction that would commit asks."""
+        del now
+        return False
+
+    def transaction_partitions(self) -> list[Key]:
+        """The partitions written in the open transaction (none outside one)."""
+        return []
+
     @abstractmethod
     def tick(self, now: float, *, caught_up: bool = False) -> None:
         """Called on every round of the copier's loop (``now``: :func:`time.monotonic`;
-        ``caught_up``: the round consumed nothing, the source has no backlog)."""
+        ``caught_up``: the copier has caught up with its source: the round consumed nothing, or
+        read every partition of the open transaction to its end)."""
 
     @abstractmethod
     def checkpoint(self, *, only: set[Key] | None = None, final: bool = False) -> None:
@@ -257,6 +271,16 @@ class TransactionCommitter(Committer):
                 (part, up, msg.offset(), 1)
                 for up, msg in zip(acks.upstream, acks.reports, strict=True)
             )
+
+    def wants_caught_up(self, now: float) -> bool:
+        return (
+            self.in_transaction
+            and not self._doomed
+            and self.boundary.may_end_caught_up(now - self._started)
+        )
+
+    def transaction_partitions(self) -> list[Key]:
+        return [key for key, p in self.parts.items() if p.txn_last is not None]
 
     def tick(self, now: float, *, caught_up: bool = False) -> None:
         """Commit the open transaction at once when the copier caught up, or when it is as old

@@ -426,7 +426,10 @@ class Copier:
             if self._queued:
                 self._send_queued()
             now = time.monotonic()
-            committer.tick(now, caught_up=not msgs and not queued)
+            caught_up = not msgs and not queued
+            if msgs and not queued and len(msgs) < batch and committer.wants_caught_up(now):
+                caught_up = self._read_to_end(committer.transaction_partitions())
+            committer.tick(now, caught_up=caught_up)
             parking.retry_parked(now)
             self._send_offset_syncs()
             self._sync_producer_poll()
@@ -704,6 +707,26 @@ class Copier:
             if ts is not None and ts != part.sampled_ts:
                 part.sampled_ts = ts
                 st.latency.record(now_ms - ts)
+
+    def _read_to_end(self, keys: list[tuple[str, int]]) -> bool:
+        """Whether every partition of ``keys`` was consumed up to the end offset its last fetch
+        response carried (librdkafka's cached watermark: no request). While records keep
+        arriving no round consumes nothing, yet the copier has caught up: its transaction
+        commits then instead of when it is ``transaction.boundary.interval.ms`` old."""
+        consumer = self._ctx.consumer
+        parts = self._parts
+        for key in keys:
+            part = parts.get(key)
+            last = part.txn_last if part is not None else None
+            if last is None:
+                continue
+            try:
+                _, high = consumer.get_watermark_offsets(KafkaTopicPartition(*key), cached=True)
+            except KafkaException:
+                return False
+            if high < 0 or last + 1 < high:
+                return False
+        return bool(keys)
 
     def _refresh_end_offsets(self) -> None:
         """Update lag inputs: source end offsets (from fetch responses, no extra requests) and

@@ -55,6 +55,40 @@ def test_zero_offset_lag_syncs_every_record() -> None:
     assert all(dues(e, pairs))
 
 
+def test_with_downstream_gaps_a_commit_marker_makes_the_next_record_due() -> None:
+    for gaps in (False, True):
+        e = OffsetSyncEmitter(100, sync_downstream_gaps=gaps)
+        assert e.record(TP, 0, 0)
+        assert not e.record(TP, 1, 1) and not e.record(TP, 2, 2)
+        assert e.record(TP, 3, 4) is gaps  # offset 3 on the target is a commit marker
+        assert not e.record(TP, 4, 5)
+
+
+def test_downstream_gap_rule_is_mm2_rule_plus_gaps() -> None:
+    @given(
+        lag=st.integers(0, 20),
+        pairs=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=60),
+    )
+    @settings(max_examples=200, deadline=None)
+    def check(lag: int, pairs: list[tuple[int, int]]) -> None:
+        e = OffsetSyncEmitter(lag, sync_downstream_gaps=True)
+        prev_up = prev_down = last = -1
+        for up, down in pairs:
+            expected = (
+                last == -1
+                or down - (last + 1) >= lag
+                or up - prev_up != 1
+                or down < prev_down
+                or down - prev_down > 1
+            )
+            if expected:
+                last = down
+            prev_up, prev_down = up, down
+            assert e.record(TP, up, down) is expected
+
+    check()
+
+
 def test_contiguous_stream_syncs_every_101_records() -> None:
     e = OffsetSyncEmitter(100)
     due = [up for up in range(1000) if e.record(TP, up, up)]
@@ -405,9 +439,10 @@ def _replay(
     runs=st.lists(
         st.tuples(st.integers(-3, 40), st.integers(-3, 40), st.integers(0, 60)), max_size=8
     ),
+    gaps=st.booleans(),
 )
 def test_record_run_equals_one_record_per_offset(
-    lag: int, runs: list[tuple[int, int, int]]
+    lag: int, runs: list[tuple[int, int, int]], gaps: bool
 ) -> None:
     # consecutive runs may continue each other, leave gaps, or rewind on either side
     absolute: list[tuple[int, int, int]] = []
@@ -417,8 +452,8 @@ def test_record_run_equals_one_record_per_offset(
         absolute.append((up, down, count))
         up, down = up + count, down + count
     writer = "w"
-    one = OffsetSyncEmitter(lag, writer_id=writer)
-    bulk = OffsetSyncEmitter(lag, writer_id=writer)
+    one = OffsetSyncEmitter(lag, writer_id=writer, sync_downstream_gaps=gaps)
+    bulk = OffsetSyncEmitter(lag, writer_id=writer, sync_downstream_gaps=gaps)
     assert _replay(bulk, absolute, bulk=True) == _replay(one, absolute, bulk=False)
 
 

@@ -17,7 +17,12 @@ start). For an acknowledged record ``(up, down)`` a sync is *due* when any of th
   for this record, which is now ``offset_lag_max`` or more behind;
 * ``up - prev_up != 1`` -- an upstream gap (transaction marker, compaction, retention, a filtered
   record) or an upstream rewind;
-* ``down < prev_down`` -- the downstream topic was truncated or recreated.
+* ``down < prev_down`` -- the downstream topic was truncated or recreated;
+* only with ``sync_downstream_gaps`` (beyond MM2, whose copier writes no transactions):
+  ``down - prev_down > 1`` -- a downstream gap, i.e. a transactional copier's commit marker.
+  With the newest sync of each transaction promoted at its commit (:mod:`mirrorlib.kafka.commit`),
+  a partition gets a sync on both sides of every marker, so exact translation (below) covers
+  every offset, not only those after the first ``offset_lag_max`` records of a transaction.
 
 A due sync replaces the partition's entry in *pending* (latest per partition) and clears its
 *delayed* entry; a sync that is not due replaces the partition's *delayed* entry.
@@ -301,6 +306,10 @@ class _PartitionState:
         self.last_taken_seq = -1
 
 
+#: a downstream step no record can take: the downstream-gap rule off (MM2's rule)
+_NO_GAP_RULE = 1 << 62
+
+
 class OffsetSyncEmitter:
     """MM2's offset-sync emission rule, with lineage for exact translation.
 
@@ -319,11 +328,17 @@ class OffsetSyncEmitter:
     """
 
     def __init__(
-        self, offset_lag_max: int = DEFAULT_OFFSET_LAG_MAX, *, writer_id: str | None = None
+        self,
+        offset_lag_max: int = DEFAULT_OFFSET_LAG_MAX,
+        *,
+        writer_id: str | None = None,
+        sync_downstream_gaps: bool = False,
     ) -> None:
         if isinstance(offset_lag_max, bool) or not isinstance(offset_lag_max, int):
             raise TypeError("offset_lag_max must be an int")
         self._offset_lag_max = offset_lag_max
+        # a transactional writer's commit markers: a sync right after each (see the module)
+        self._gap = 1 if sync_downstream_gaps else _NO_GAP_RULE
         self._writer_id = _check_writer_id(uuid.uuid4().hex if writer_id is None else writer_id)
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._pending: dict[TopicPartition, _Queued] = {}
@@ -359,6 +374,7 @@ class OffsetSyncEmitter:
             or down - (state.last_sync_down + 1) >= self._offset_lag_max
             or up - state.prev_up != 1
             or down < state.prev_down
+            or down - state.prev_down > self._gap
         )
         # Chain bookkeeping: anything but a +1 step upstream and a forward step downstream breaks
         # the chain (stricter than MM2's `down < prev_down`, which lets down == prev_down pass).

@@ -345,9 +345,10 @@ class TransactionCommitter(Committer):
                 if self.parts.get(part.key) is part:
                     self.emitter.record_run(part.tp, up, down, count, on_due=self.send_syncs)
         self._runs.clear()
-        if time.monotonic() - self._last_flush >= self.s.offset_flush_interval:
-            self.emitter.promote_delayed()
-            self._last_flush = time.monotonic()
+        # the newest record of each partition of the transaction gets its sync now: with the
+        # sync due after the next commit marker (mirrorlib.core.syncs), readers translate every
+        # offset exactly, the records on both sides of a marker included
+        self.emitter.promote_delayed()
         self.send_syncs()
 
     def abort(self) -> None:

@@ -161,7 +161,10 @@ class Copier:
         self.catalog = catalog
         self.stats = stats
         self.positions = positions
-        self.emitter = OffsetSyncEmitter(offset_lag_max=settings.offset_lag_max)
+        # transactional: a sync after each commit marker too (exact translation across them)
+        self.emitter = OffsetSyncEmitter(
+            offset_lag_max=settings.offset_lag_max, sync_downstream_gaps=self._transactional
+        )
         # shared with the assignment and the parking; the loop uses its containers directly
         ctx = self._ctx = CopierContext(
             settings, stats, self.emitter, transactional=self._transactional

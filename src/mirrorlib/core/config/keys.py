@@ -393,8 +393,10 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _CH,
         "Used by mirrorlib's transactions (exactly-once, and every tasks.max > 1 worker), "
         "default 1000 ms (Connect's default is offset.flush.interval.ms, and MM2 commits per "
-        "poll): committed as soon as the copier caught up, else when this old, or older while "
-        "commits are slow (so that they take at most 5 % of a busy copier's time, up to 10 s).",
+        "poll): committed as soon as the copier caught up (a round consumed nothing, or read "
+        "the transaction's partitions to the end of their last fetch, then at most every "
+        "50 ms), else when this old, or older while commits are slow (so that they take at "
+        "most 5 % of a busy copier's time, up to 10 s).",
         minimum=1,
     ),
     _k(

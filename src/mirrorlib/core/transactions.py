@@ -5,11 +5,13 @@ its fence) commits as soon as it has caught up with its source, and otherwise on
 transaction is ``transaction.boundary.interval.ms`` old. Caught up: a round consumed nothing, or
 every partition of the open transaction was read up to the end offset of its last fetch while
 records keep arriving — then once the transaction is :data:`CAUGHT_UP_MIN_AGE_S` old, so that a
-steady trickle of records costs at most ~20 commits a second, not one per round. While a commit runs nothing is produced:
-``commit_transaction`` drains the producer's pipeline, the positions written into the
-transaction first need their partition added to it (``AddPartitionsToTxn``, a round trip to the
-coordinator), then ``EndTxn`` waits for the coordinator's log write; the next transaction's first
-records wait for their partitions to be added in turn. Measured on a shared 2-core machine
+steady trickle of records costs at most ~20 commits a second, not one per round.
+
+While a commit runs nothing is produced: ``commit_transaction`` drains the producer's pipeline,
+the positions written into the transaction first need their partition added to it
+(``AddPartitionsToTxn``, a round trip to the coordinator), then ``EndTxn`` waits for the
+coordinator's log write; the next transaction's first records wait for their partitions to be
+added in turn. Measured on a shared 2-core machine
 (docs/benchmarks.md, "Where a worker lost time"): 20 to 260 ms per commit, so at one commit per
 second a worker with a backlog idled 10 to 25 % of its time.
 

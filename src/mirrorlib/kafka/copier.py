@@ -712,24 +712,24 @@ class Copier:
                 st.latency.record(now_ms - ts)
 
     def _read_to_end(self, keys: list[tuple[str, int]]) -> bool:
-        """Whether every partition of ``keys`` was consumed up to the end offset its last fetch
-        response carried (librdkafka's cached watermark: no request). While records keep
-        arriving no round consumes nothing, yet the copier has caught up: its transaction
-        commits then instead of when it is ``transaction.boundary.interval.ms`` old."""
+        """Whether the consumer's position in every partition of ``keys`` reached the end
+        offset its last fetch response carried (both kept by librdkafka: no request; the
+        position moves past transaction markers and compacted gaps, which the last copied
+        record does not). While records keep arriving no round consumes nothing, yet the copier
+        has caught up: its transaction commits then instead of when it is
+        ``transaction.boundary.interval.ms`` old."""
+        if not keys:
+            return False
         consumer = self._ctx.consumer
-        parts = self._parts
-        for key in keys:
-            part = parts.get(key)
-            last = part.txn_last if part is not None else None
-            if last is None:
-                continue
-            try:
-                _, high = consumer.get_watermark_offsets(KafkaTopicPartition(*key), cached=True)
-            except KafkaException:
-                return False
-            if high < 0 or last + 1 < high:
-                return False
-        return bool(keys)
+        try:
+            positions = consumer.position([KafkaTopicPartition(*key) for key in keys])
+            for ktp in positions:
+                _, high = consumer.get_watermark_offsets(ktp, cached=True)
+                if ktp.offset < 0 or high < 0 or ktp.offset < high:
+                    return False
+        except KafkaException:
+            return False
+        return True
 
     def _refresh_end_offsets(self) -> None:
         """Update lag inputs: source end offsets (from fetch responses, no extra requests) and

@@ -64,31 +64,6 @@ def test_with_downstream_gaps_a_commit_marker_makes_the_next_record_due() -> Non
         assert not e.record(TP, 4, 5)
 
 
-def test_downstream_gap_rule_is_mm2_rule_plus_gaps() -> None:
-    @given(
-        lag=st.integers(0, 20),
-        pairs=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=60),
-    )
-    @settings(max_examples=200, deadline=None)
-    def check(lag: int, pairs: list[tuple[int, int]]) -> None:
-        e = OffsetSyncEmitter(lag, sync_downstream_gaps=True)
-        prev_up = prev_down = last = -1
-        for up, down in pairs:
-            expected = (
-                last == -1
-                or down - (last + 1) >= lag
-                or up - prev_up != 1
-                or down < prev_down
-                or down - prev_down > 1
-            )
-            if expected:
-                last = down
-            prev_up, prev_down = up, down
-            assert e.record(TP, up, down) is expected
-
-    check()
-
-
 def test_contiguous_stream_syncs_every_101_records() -> None:
     e = OffsetSyncEmitter(100)
     due = [up for up in range(1000) if e.record(TP, up, up)]
@@ -141,18 +116,25 @@ def test_take_pending_order_and_limit() -> None:
     assert e.take_pending() == []
 
 
-def test_flag_free_rule_matches_mm2_reference() -> None:
+@pytest.mark.parametrize("gaps", [False, True])
+def test_flag_free_rule_matches_mm2_reference(gaps: bool) -> None:
+    """MM2's rule; with ``sync_downstream_gaps`` also a sync after a downstream gap."""
+
     @given(
         lag=st.integers(0, 20),
         pairs=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=60),
     )
     @settings(max_examples=200, deadline=None)
     def check(lag: int, pairs: list[tuple[int, int]]) -> None:
-        e = OffsetSyncEmitter(lag)
+        e = OffsetSyncEmitter(lag, sync_downstream_gaps=gaps)
         prev_up = prev_down = last = -1
         for up, down in pairs:
             expected = (
-                last == -1 or down - (last + 1) >= lag or up - prev_up != 1 or down < prev_down
+                last == -1
+                or down - (last + 1) >= lag
+                or up - prev_up != 1
+                or down < prev_down
+                or (gaps and down - prev_down > 1)
             )
             if expected:
                 last = down

@@ -3,9 +3,11 @@ while the target is down, a flow that fails under ``mirrorlib run``."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,27 @@ def set_topic_config(cluster: BaseCluster, topic: str, key: str, value: str | No
     admin = cluster.admin_client()
     for f in admin.incremental_alter_configs([resource]).values():
         f.result(30)
+
+
+#: the offset-syncs topic of flow A->B (on the source: MM2's default location)
+SYNCS_TOPIC = "mm2-offset-syncs.B.internal"
+
+
+@contextlib.contextmanager
+def offset_syncs_refused(cluster: BaseCluster) -> Iterator[Callable[[], None]]:
+    """Make :data:`SYNCS_TOPIC` on ``cluster`` refuse every sync (``max.message.bytes`` 10);
+    yields a function that lets it accept them again (done on exit in any case)."""
+    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
+        cluster.create_topic(SYNCS_TOPIC)
+
+    def accept() -> None:
+        set_topic_config(cluster, SYNCS_TOPIC, "max.message.bytes", None)
+
+    set_topic_config(cluster, SYNCS_TOPIC, "max.message.bytes", "10")
+    try:
+        yield accept
+    finally:
+        accept()
 
 
 def committed(cluster: BaseCluster, group: str, topic: str) -> int | None:

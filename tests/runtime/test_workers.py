@@ -38,7 +38,7 @@ from tests.runtime.conftest import (
     wait_for,
 )
 from tests.runtime.test_delivery import Load
-from tests.runtime.test_failure_paths import set_topic_config
+from tests.runtime.test_failure_paths import SYNCS_TOPIC, offset_syncs_refused
 
 pytestmark = pytest.mark.integration
 
@@ -544,11 +544,8 @@ def test_an_offset_sync_not_written_is_sent_again_a_second_later(
     a, b = two_clusters
     topic = f"workers.syncfail{tasks_max}"
     a.create_topic(topic, 1)
-    syncs_topic = "mm2-offset-syncs.B.internal"  # on the source (MM2's default location)
-    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
-        a.create_topic(syncs_topic)
-    set_topic_config(a, syncs_topic, "max.message.bytes", "10")  # refuses every sync
-    try:
+    syncs_topic = SYNCS_TOPIC
+    with offset_syncs_refused(a) as accept:
         produce(a, topic, records(300, 1))
         cfg = config(
             two_clusters, ["A->B"], **{"A->B.topics": re.escape(topic), "tasks.max": tasks_max}
@@ -569,7 +566,7 @@ def test_an_offset_sync_not_written_is_sent_again_a_second_later(
                 if "was not written" in r.getMessage() and f"{topic}-0" in r.getMessage()
             ]
             assert 1 <= len(refused) <= 6, [r.getMessage() for r in refused]
-            set_topic_config(a, syncs_topic, "max.message.bytes", None)
+            accept()
             # no record more: only a sync sent again can say where upstream 299 went
             _, down = wait_for(
                 "the partition's newest sync, written after all",
@@ -578,8 +575,6 @@ def test_an_offset_sync_not_written_is_sent_again_a_second_later(
             )
             last = read_all(b, f"A.{topic}", read_committed=True)[-1]
             assert (int(last.value()), last.offset()) == (299, down)
-    finally:
-        set_topic_config(a, syncs_topic, "max.message.bytes", None)
 
 
 def newest_sync(cluster: BaseCluster, syncs_topic: str, topic: str) -> tuple[int, int] | None:

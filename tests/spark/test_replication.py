@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
@@ -150,16 +149,12 @@ def test_offset_syncs_the_topic_refuses_show_in_the_status_until_written_again(
     ``offset-syncs`` error naming the batch and the topic, and a later batch whose syncs are
     written clears it."""
     from mirrorlib.spark import SparkReplicator
-    from tests.runtime.test_failure_paths import set_topic_config
+    from tests.runtime.test_failure_paths import SYNCS_TOPIC, offset_syncs_refused
 
     a, b = two_clusters
     topic = f"{name}.t"
     a.create_topic(topic, 2)
-    syncs_topic = "mm2-offset-syncs.B.internal"  # on the source (MM2's default location)
-    with contextlib.suppress(Exception):  # shared clusters: another test may have created it
-        a.create_topic(syncs_topic)
-    set_topic_config(a, syncs_topic, "max.message.bytes", "10")  # refuses every sync
-    try:
+    with offset_syncs_refused(a) as accept:
         produce(a, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(200)])
         cfg = spark_config(two_clusters, **{"A->B.topics": re.escape(topic)})
         job = SparkReplicator(cfg, spark, checkpoint_location=str(tmp_path / "chk")).start()
@@ -169,10 +164,10 @@ def test_offset_syncs_the_topic_refuses_show_in_the_status_until_written_again(
                 lambda: [e for e in job.status()[0].errors if e.startswith("offset-syncs: ")],
                 timeout=120,
             )
-            assert syncs_topic in errors[0] and "not written" in errors[0], errors
+            assert SYNCS_TOPIC in errors[0] and "not written" in errors[0], errors
             assert sum(end_offsets(b, f"A.{topic}").values()) == 200
             assert job.status()[0].offset_syncs_emitted == 0
-            set_topic_config(a, syncs_topic, "max.message.bytes", None)
+            accept()
             produce(a, topic, [{"value": b"late", "partition": p} for p in (0, 1)])
             wait_for(
                 "syncs written and the error cleared",
@@ -181,11 +176,9 @@ def test_offset_syncs_the_topic_refuses_show_in_the_status_until_written_again(
             )
         finally:
             job.stop()
-    finally:
-        set_topic_config(a, syncs_topic, "max.message.bytes", None)
     ours = [
         OffsetSync.decode(m.key(), m.value())
-        for m in read_all(a, syncs_topic)
+        for m in read_all(a, SYNCS_TOPIC)
         if m.key() is not None and topic.encode() in m.key()
     ]
     assert {(s.partition, s.upstream_offset) for s in ours} >= {(0, 100), (1, 100)}

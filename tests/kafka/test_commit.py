@@ -65,10 +65,14 @@ class Producer:
         self.calls: list[str] = []
         self.commit_s = 0.0
         self.refuse: KafkaError | None = None  # produce raises it
+        self.full = 0  # polls until the queue takes a record again (produce: BufferError)
+        self.polls = 0
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, **kw: Any) -> None:
         if self.refuse is not None:
             raise KafkaException(self.refuse)
+        if self.full:
+            raise BufferError("Local: Queue full")
         self.produced.append((topic, value, kw["on_delivery"]))
 
     def flush(self, _timeout: float) -> int:
@@ -76,6 +80,8 @@ class Producer:
         return 0
 
     def poll(self, _timeout: float) -> int:
+        self.polls += 1
+        self.full = max(self.full - 1, 0)
         return 0
 
     def begin_transaction(self) -> None:
@@ -187,6 +193,36 @@ def test_positions_are_written_every_flush_and_a_refused_one_again() -> None:
     assert committer.unwritten == {KEY}
     committer.forget({KEY})
     assert committer.unwritten == frozenset()
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_a_position_waits_for_room_in_a_full_producer_queue(mode: str) -> None:
+    """The record producer's queue is full of records (a small ``queue.buffering.max.messages``,
+    or a backlog): a position record waits, serving delivery reports, instead of failing the
+    copier (which then restarted and copied the records again)."""
+    extra = {"B.exactly.once.source.support": "enabled"} if mode == "exactly-once" else {}
+    flow = Flow(**extra)
+    committer = flow.committer
+    committer.begin()
+    flow.part.txn_last = 2
+    flow.acknowledge([0, 1, 2], [0, 1, 2])
+    flow.producer.full = 3
+    committer.checkpoint()
+    assert flow.producer.polls >= 3
+    [(topic, value, _)] = flow.producer.produced
+    assert topic == "mm2-offsets.A.internal" and value == b"2"
+
+
+def test_a_producer_queue_that_stays_full_fails_the_position_write_after_the_admin_timeout() -> (
+    None
+):
+    flow = Flow(**{"admin.timeout.ms": "200"})
+    flow.acknowledge([0, 1, 2], [0, 1, 2])
+    flow.producer.full = 10**9
+    started = time.monotonic()
+    with pytest.raises(BufferError):
+        flow.committer.checkpoint()
+    assert 0.2 <= time.monotonic() - started < 5
 
 
 def test_nothing_is_written_while_the_clients_are_closed() -> None:

@@ -13,6 +13,9 @@ It answers every assignment, reports its partitions every 0.2 s (one record each
 * ``FAKE_WORKER_FAIL=<path>``: the first process of slot 0 given partitions fails like data loss
   (``Exit(failed=True)``, status :data:`~mirrorlib.runtime.worker.EXIT_FAILED`) and creates
   ``<path>``;
+* ``FAKE_WORKER_PARENT_SILENT=<path>``: the first process of slot 1 given partitions creates
+  ``<path>`` and exits as a worker whose parent sent nothing for too long (status
+  :data:`~mirrorlib.runtime.worker.EXIT_PARENT_SILENT`);
 * ``FAKE_WORKER_LOG=<path>``: each holding of a partition (from the assignment that gives it to
   the process to the one that takes it away) is appended to ``<path>`` as a line
   ``slot pid topic partition holding`` when its first report has been written to the pipe.
@@ -35,7 +38,7 @@ from mirrorlib.core.workerproto import (
     Stop,
 )
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FAILED
+from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_PARENT_SILENT
 
 Key = tuple[str, int]
 
@@ -63,6 +66,8 @@ def main() -> None:
         return
     fail = os.environ.get("FAKE_WORKER_FAIL")
     fail = fail if fail and start.slot == 0 and not os.path.exists(fail) else None
+    leave = os.environ.get("FAKE_WORKER_PARENT_SILENT")
+    leave = leave if leave and start.slot == 1 and not os.path.exists(leave) else None
     slow = float(os.environ.get("FAKE_WORKER_SLOW_APPLY", "0"))
     final = int(os.environ.get("FAKE_WORKER_FINAL_REPORTS", "0"))
     log = os.environ.get("FAKE_WORKER_LOG")
@@ -105,6 +110,10 @@ def main() -> None:
                     f.write(str(os.getpid()))
                 send(Exit("data loss", failed=True))
                 os._exit(EXIT_FAILED)
+            if leave and message.partitions:
+                with open(leave, "w") as f:
+                    f.write(str(os.getpid()))
+                os._exit(EXIT_PARENT_SILENT)
             time.sleep(slow)
             with lock:
                 holdings += 1

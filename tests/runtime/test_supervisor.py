@@ -41,6 +41,7 @@ class Running:
         owned: frozenset[tuple[str, int]],
         *,
         command: Callable[[], list[str]] = fake_command,
+        recheck: Callable[[], Callable[[], bool]] | None = None,
     ) -> None:
         self.owned = owned
         self.stats = StatsRegistry("A", "B")
@@ -56,6 +57,7 @@ class Running:
             offsets_topic_partitions=5,
             unresponsive_after=1.0,
             command=command,
+            recheck=recheck,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,), daemon=True)
@@ -378,5 +380,67 @@ def test_a_down_slots_partitions_move_while_its_transactional_id_is_fenced(
             assert r.rows()[1][0] is None  # slot 1 does not start while its id is fenced
             wait_for("the fence gave up", gave_up, timeout=workers.FENCE_TIMEOUT_S + 10)
             wait_for("slot 1 back, with partitions", lambda: split_evenly(r), timeout=30)
+    finally:
+        stopped(r)
+
+
+def test_after_a_worker_left_its_silent_parent_no_worker_gets_partitions_until_the_share_is_confirmed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that exits because its parent sent it nothing (the parent was stopped past its
+    workers' patience, so maybe past its group session) makes the supervisor ask for the group
+    coordinator's word on the share: until it comes no worker gets a partition it does not
+    hold, neither the slot's next process nor (past the grace period) the other slot."""
+    marker = tmp_path / "left"
+    monkeypatch.setenv("FAKE_WORKER_PARENT_SILENT", str(marker))
+    monkeypatch.setattr(workers, "DOWN_GRACE_S", 0.5)
+    monkeypatch.setattr(workers, "REBALANCE_S", 0.5)
+    asked: list[int] = []
+    confirmed = threading.Event()
+
+    def recheck() -> Callable[[], bool]:
+        asked.append(1)
+        return confirmed.is_set
+
+    r = Running(KEYS, recheck=recheck)
+    r.thread.start()
+    try:
+        wait_for("slot 1's first process left", marker.exists, timeout=30)
+        left = int(wait_for("its pid", marker.read_text, timeout=10))
+        wait_for("the share rechecked", lambda: asked, timeout=10)
+        wait_for("slot 1 running again", lambda: (row := r.rows().get(1)) and row[0]
+                 not in (None, left), timeout=30)  # fmt: skip
+        deadline = time.monotonic() + 3.0  # restart back-off, grace and rebalance all passed
+        while time.monotonic() < deadline:
+            rows = r.rows()
+            assert rows[1][1] == 0, rows  # the new process got nothing
+            assert rows[0][1] <= 2, rows  # and slot 0 nothing more
+            time.sleep(0.05)
+        confirmed.set()
+        wait_for("the partitions given again", lambda: split_evenly(r), timeout=30)
+    finally:
+        stopped(r)
+
+
+def test_without_a_pause_a_restarted_worker_does_not_wait_for_the_coordinator() -> None:
+    """A worker killed for another reason (here SIGKILL) is restarted with its partitions
+    without a recheck (the coordinator here never answers): only a pause of this process can
+    have ended its group session."""
+    asked: list[int] = []
+
+    def recheck() -> Callable[[], bool]:
+        asked.append(1)
+        return lambda: False
+
+    r = Running(KEYS, recheck=recheck)
+    r.thread.start()
+    try:
+        rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
+        pid = rows[0][0]
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_for("slot 0 restarted with its partitions", lambda: (row := r.rows().get(0))
+                 and row[0] not in (None, pid) and row[1] == 2, timeout=30)  # fmt: skip
+        assert not asked
     finally:
         stopped(r)

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, Replicator
@@ -435,6 +435,23 @@ def test_the_workers_of_a_stopped_parent_exit_before_its_partitions_move(
         proc.kill()
 
 
+def supervised_flow(clusters: ClusterSet, topic: str, node: str, **extra: str) -> FlowSettings:
+    """The settings of flow A->B copying ``topic`` (created with 4 partitions, and its remote
+    topic) with ``tasks.max=2`` on node ``node``, for a :class:`Supervisor` run by the test; the
+    flow's internal topics exist."""
+    a, b = clusters
+    a.create_topic(topic, 4)
+    b.create_topic(f"A.{topic}", 4)
+    props = {"A->B.topics": re.escape(topic), "tasks.max": "2", "node.id": node, **extra}
+    cfg = config(clusters, ["A->B"], **props)
+    s = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
+    with contextlib.suppress(KafkaException):  # shared clusters: an earlier test created them
+        b.create_topic(s.offset_storage_topic, s.offset_storage_partitions)
+    with contextlib.suppress(KafkaException):
+        (a if s.offset_syncs_cluster == "A" else b).create_topic(s.offset_syncs_topic)
+    return s
+
+
 def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     two_clusters: ClusterSet, tmp_path: Path
 ) -> None:
@@ -447,18 +464,7 @@ def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     sees every record once, in order."""
     a, b = two_clusters
     topic = "workers.fence-down"
-    a.create_topic(topic, 4)
-    b.create_topic(f"A.{topic}", 4)
-    cfg = config(
-        two_clusters,
-        ["A->B"],
-        **{"A->B.topics": "workers\\.fence-down", "tasks.max": "2", "node.id": "fence-down"},
-    )
-    s = FlowSettings.from_config(cfg, cfg.flow("A", "B"))
-    with contextlib.suppress(KafkaException):  # shared clusters: an earlier test created them
-        b.create_topic(s.offset_storage_topic, s.offset_storage_partitions)
-    with contextlib.suppress(KafkaException):
-        (a if s.offset_syncs_cluster == "A" else b).create_topic(s.offset_syncs_topic)
+    s = supervised_flow(two_clusters, topic, "fence-down")
     keys = frozenset((topic, p) for p in range(4))
     catalog = TopicCatalog()
     catalog.publish({topic: RemoteTopic(f"A.{topic}", 4)})
@@ -530,6 +536,130 @@ def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
         stop.set()
         thread.join(60)
     assert_exactly_once_in_order(read_all(b, f"A.{topic}", read_committed=True), sent, 4)
+
+
+def written_to(cluster: BaseCluster, topic: str, partition: int) -> int:
+    """The high watermark of ``topic``'s ``partition``: records written, committed or not (a
+    ``read_committed`` consumer's watermarks stop at the last stable offset)."""
+    consumer = Consumer(
+        {**cluster.client_config(), "group.id": "test-written", "isolation.level":
+         "read_uncommitted"}
+    )  # fmt: skip
+    try:
+        return int(consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), 10)[1])
+    finally:
+        consumer.close()
+
+
+def committed_in(cluster: BaseCluster, topic: str, partition: int) -> int:
+    """How many records of ``topic``'s ``partition`` a ``read_committed`` reader sees now (it
+    reads to the partition's last stable offset)."""
+    reader = Consumer(
+        {
+            **cluster.client_config(),
+            "group.id": "test-committed-in",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        reader.assign([KafkaTopicPartition(topic, partition, OFFSET_BEGINNING)])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for m in reader.consume(1000, timeout=0.5):
+                if m.error() is None:
+                    seen += 1
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    return seen
+        raise AssertionError(f"{topic}-{partition}: no end reached in 30 s")
+    finally:
+        reader.close()
+
+
+def test_partitions_lost_by_this_process_are_dropped_without_committing(
+    two_clusters: ClusterSet,
+) -> None:
+    """This process's group session ended (the consumer reports the partitions *lost*): another
+    node copies them now, so the worker holding them must not commit what its open transaction
+    copied of them (duplicates for ``read_committed`` readers, and two writers of a partition).
+    It aborts the transaction instead: nothing of the lost partition becomes visible, and its
+    other partition is copied again from its committed position. Given back later, every record
+    is on B once, in order. (With a commit on loss, as for a revocation, the lost partition's
+    records become visible.)"""
+    a, b = two_clusters
+    topic = "workers.lost"
+    s = supervised_flow(
+        two_clusters,
+        topic,
+        "lost",
+        **{
+            "transaction.boundary.interval.ms": "60000",  # one open transaction per worker
+            # a record (its own batch) per partition and fetch, a fetch every 10 ms or so (~40
+            # records a second here): worker 0 is still copying the backlog when it loses the
+            # partition, its transaction open (no round consumes nothing, none reaches the end)
+            "A->B.source.consumer.max.partition.fetch.bytes": "1",
+            "A->B.source.consumer.fetch.min.bytes": "100000000",
+            "A->B.source.consumer.fetch.wait.max.ms": "10",
+        },
+    )
+    sent = 1_000  # a backlog: a worker copying it never reads to the end of its fetches
+    producer = Producer({**a.client_config(), "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(sent):
+        while True:
+            try:
+                producer.produce(topic, str(i).encode(), partition=i % 4)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    keys = frozenset((topic, p) for p in range(4))
+    owned = [keys]
+    catalog = TopicCatalog()
+    catalog.publish({topic: RemoteTopic(f"A.{topic}", 4)})
+    supervisor = Supervisor(
+        s, StatsRegistry("A", "B"), catalog, lambda: owned[0],
+        offsets_topic_partitions=len(end_offsets(b, s.offset_storage_topic)),
+    )  # fmt: skip
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    remote = f"A.{topic}"
+    thread.start()
+    try:
+        held = wait_for(
+            "both workers holding partitions",
+            lambda: len(h := {i.slot: i.partitions for i in supervisor.slot_infos()
+                              if i.pid is not None and i.partitions}) == 2 and h,
+            timeout=90,
+        )  # fmt: skip
+        lost = frozenset(sorted(held[0])[:1])  # one of worker 0's two partitions
+        ((_, partition),) = lost
+        wait_for(
+            "worker 0 writing the partition (uncommitted)",
+            lambda: written_to(b, remote, partition) > 0,
+            timeout=60,
+            interval=0.02,
+        )
+        supervisor.lose(lost)
+        owned[0] = keys - lost
+        supervisor.await_release(lost, stop)
+        assert not supervisor.holding(lost)
+        written = written_to(b, remote, partition)
+        assert written > 0
+        assert committed_in(b, remote, partition) == 0, (
+            f"the lost partition's records were committed ({written} written)"
+        )
+        owned[0] = keys  # given back: copied again from its committed position
+        wait_for(
+            "every record on B (read_committed)",
+            lambda: sum(committed_in(b, remote, p) for p in range(4)) >= sent,
+            timeout=180,
+            interval=1.0,
+        )
+    finally:
+        stop.set()
+        thread.join(60)
+    assert_exactly_once_in_order(read_all(b, remote, read_committed=True), sent, 4)
 
 
 @pytest.mark.parametrize("tasks_max", ["1", "2"])

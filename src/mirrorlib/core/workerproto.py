@@ -99,10 +99,14 @@ class Topics:
 
 @attrs.frozen
 class Assign:
-    """The partitions the worker is to copy from now on (the whole set, numbered)."""
+    """The partitions the worker is to copy from now on (the whole set, numbered). Of those it
+    drops, the ``lost`` ones were lost to another node (its group session ended): the worker
+    aborts its open transaction instead of committing them (what it copied since its last
+    commit, of every partition, is copied again from the committed positions)."""
 
     version: int
     partitions: frozenset[Key]
+    lost: frozenset[Key] = frozenset()
 
 
 @attrs.frozen

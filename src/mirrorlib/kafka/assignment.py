@@ -41,21 +41,35 @@ class DirectAssignment:
     """The partitions a worker copier is to copy, set from another thread (see the module).
 
     :meth:`set` publishes a numbered assignment; the copier applies it on its next round (its
-    dropped partitions committed and unassigned first) and then calls ``applied(version)``."""
+    dropped partitions committed and unassigned first, or, when ``lost``, its open transaction
+    aborted) and then calls ``applied(version)``."""
 
     def __init__(self, applied: Callable[[int], None]) -> None:
         self._lock = threading.Lock()
         self._version = -1
         self._partitions: frozenset[tuple[str, int]] = frozenset()
+        self._lost: frozenset[tuple[str, int]] = frozenset()
         self.applied = applied
 
-    def set(self, version: int, partitions: Iterable[tuple[str, int]]) -> None:
+    def set(
+        self,
+        version: int,
+        partitions: Iterable[tuple[str, int]],
+        lost: Iterable[tuple[str, int]] = (),
+    ) -> None:
         with self._lock:
             self._version, self._partitions = version, frozenset(partitions)
+            self._lost = self._lost | frozenset(lost)  # (until applied: a newer set may follow)
 
     def wanted(self) -> tuple[int, frozenset[tuple[str, int]]]:
         with self._lock:
             return self._version, self._partitions
+
+    def take_lost(self) -> frozenset[tuple[str, int]]:
+        """The partitions said lost since the last call."""
+        with self._lock:
+            lost, self._lost = self._lost, frozenset()
+            return lost
 
 
 class Assignment:
@@ -165,13 +179,19 @@ class Assignment:
 
     def sync_assignment(self) -> None:
         """Worker mode: apply the parent's latest assignment (dropped partitions are committed
-        and unassigned first), then confirm it."""
+        and unassigned first; lost ones are dropped with the open transaction aborted), then
+        confirm it."""
         assert self.direct is not None
         parts, consumer = self._ctx.parts, self._ctx.consumer
         version, wanted = self.direct.wanted()
         if version == self._direct_version:
             return
-        gone = [KafkaTopicPartition(t, p) for (t, p) in sorted(set(parts) - wanted)]
+        dropped = set(parts) - wanted
+        lost_keys = self.direct.take_lost() & dropped
+        lost = [KafkaTopicPartition(t, p) for (t, p) in sorted(lost_keys)]
+        if lost:
+            self._on_lost(consumer, lost)
+        gone = [KafkaTopicPartition(t, p) for (t, p) in sorted(dropped - lost_keys)]
         if gone:
             self._on_revoke(consumer, gone)
         new = [KafkaTopicPartition(t, p) for (t, p) in sorted(wanted - set(parts))]

@@ -146,13 +146,21 @@ class Committer(ABC):
         next flush retries it) instead of disappearing."""
         encoded = self.positions.records(positions)
         for (topic, partition, _), (target_partition, k, v) in zip(positions, encoded, strict=True):
-            self.producer.produce(
-                self.positions.topic,
-                v,
-                k,
-                target_partition,
-                on_delivery=self._position_report((topic, partition)),
-            )
+            report = self._position_report((topic, partition))
+            deadline: float | None = None
+            while True:
+                try:
+                    self.producer.produce(
+                        self.positions.topic, v, k, target_partition, on_delivery=report
+                    )
+                    break
+                except BufferError:  # the producer's queue is full of records: serve reports
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + self.s.admin_timeout
+                    elif now >= deadline:  # (the target does not take them: the commit fails)
+                        raise
+                    self.producer.poll(0.05)
 
     def _position_report(self, key: Key) -> Callable[[KafkaError | None, Any], None]:
         def done(err: KafkaError | None, _msg: Any) -> None:

@@ -13,6 +13,19 @@ A static member that rejoins as the group's leader gets its previous assignment 
 rebalance, even when its subscription changed (librdkafka does not act on the broker's "skip
 assignment"); partitions of topics it no longer subscribes to are not owned, and the
 subscription is renewed, which makes the group assign again.
+
+**After a pause.** A process stopped (SIGSTOP, a hung host) for longer than the group's session
+timeout is no longer a member when it runs again, but its consumer learns that only at its next
+heartbeat, and until then :meth:`GroupShare.owned` still answers the old share, which another
+node now copies. Its workers left meanwhile (they exit when their parent is silent), and a new
+worker process of a slot initialises the slot's transactional id anew, which undoes the other
+node's fence. So the supervisor asks :meth:`GroupShare.recheck` when its workers left because
+it was silent (or were fenced, or it saw its own pause), and gives no worker a partition it
+does not hold until the group coordinator itself listed this process as a member of a stable
+group holding it (``DescribeGroups``, :meth:`GroupShare.confirmed`); the share shrinks to
+what the coordinator listed. Partitions the consumer reports *lost* (its session ended) are
+dropped by their workers without committing: their open transaction is aborted, as the
+in-process copier does.
 """
 
 from __future__ import annotations
@@ -23,13 +36,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer
+from confluent_kafka import OFFSET_END, Consumer, ConsumerGroupState, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka import client_conf
-from mirrorlib.kafka.fencing import DepartedFence
+from mirrorlib.kafka import client_conf, new_admin_client
+from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, DepartedFence
 
 __all__ = ["GroupShare"]
 
@@ -39,6 +52,8 @@ Key = tuple[str, int]
 
 #: seconds between two renewals of a stale static assignment
 _RESUBSCRIBE_MIN_S = 10.0
+#: seconds between two questions to the group coordinator while a recheck is pending
+RECHECK_INTERVAL_S = 1.0
 
 
 class GroupShare:
@@ -52,13 +67,33 @@ class GroupShare:
         self._owned: frozenset[Key] = frozenset()
         #: called with revoked partitions and the stop event; returns once nothing writes them
         self.await_release: Callable[[frozenset[Key], threading.Event], None] | None = None
+        #: called with lost partitions (the group session ended) before they leave
+        #: :meth:`owned`: their workers are to drop them without committing
+        self.lose: Callable[[frozenset[Key]], None] | None = None
         self._stop = threading.Event()
         self._subscribed: list[str] = []
         self._departed = DepartedFence(settings)  # (workers always write in transactions)
+        self._asked = 0  # rechecks asked for (tickets)
+        self._answered = 0  # the newest ticket the coordinator answered
+        self._admin: Any = None
 
     def owned(self) -> frozenset[Key]:
         with self._lock:
             return self._owned
+
+    def recheck(self) -> int:
+        """Ask the group coordinator whether this process still holds its share (see the
+        module); returns a ticket for :meth:`confirmed`. Thread-safe."""
+        with self._lock:
+            self._asked += 1
+            return self._asked
+
+    def confirmed(self, ticket: int) -> bool:
+        """Whether, since :meth:`recheck` gave ``ticket``, the group coordinator listed this
+        process as a member of the stable group (and :meth:`owned` kept only what it holds
+        there). Thread-safe."""
+        with self._lock:
+            return self._answered >= ticket
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
@@ -83,6 +118,7 @@ class GroupShare:
         self._subscribed = subscribed
         version = -1
         resubscribed = 0.0
+        next_check = 0.0
         try:
             while not stop.is_set():
                 if self.catalog.version != version:
@@ -107,10 +143,65 @@ class GroupShare:
                     log.info("flow %s: stale group assignment: subscribing again", s.name)
                     consumer.unsubscribe()
                     self._subscribe(consumer, subscribed)
+                with self._lock:
+                    asked = self._asked
+                if asked > self._answered and now >= next_check:
+                    next_check = now + RECHECK_INTERVAL_S
+                    if self._ask_coordinator(consumer):
+                        with self._lock:
+                            self._answered = asked
         finally:
             with self._lock:
                 self._owned = frozenset()
             consumer.close()
+
+    def _ask_coordinator(self, consumer: Any) -> bool:
+        """Describe the flow's group: when it is stable and lists this process (its static
+        instance id, else its member id), keep of :meth:`owned` only what the coordinator
+        assigned it and answer True; else (a rebalance going on, not a member (yet), no
+        answer) False, to ask again later."""
+        s = self.s
+        timeout = min(s.admin_timeout, FENCE_TIMEOUT_S)
+        try:
+            if self._admin is None:
+                self._admin = new_admin_client(s.source_admin)
+            future = self._admin.describe_consumer_groups(
+                [s.copier_group_id], request_timeout=timeout
+            )[s.copier_group_id]
+            group = future.result(timeout=timeout)
+        except (KafkaException, TimeoutError) as exc:
+            log.warning(
+                "flow %s: cannot describe group %s on %s to confirm this process's share: %s",
+                s.name, s.copier_group_id, s.source, exc,
+            )  # fmt: skip
+            return False
+        member_id = consumer.memberid()
+        ours = [
+            m
+            for m in group.members
+            if (m.group_instance_id == s.group_instance_id if s.group_instance_id
+                else m.member_id == member_id)
+        ]  # fmt: skip
+        if group.state != ConsumerGroupState.STABLE or not ours:
+            log.info(
+                "flow %s: group %s is %s and %s this process: its workers get no new "
+                "partitions until it does",
+                s.name, s.copier_group_id, group.state.name.lower(),
+                "lists" if ours else "does not list",
+            )  # fmt: skip
+            return False
+        held = frozenset(
+            (tp.topic, tp.partition) for m in ours for tp in m.assignment.topic_partitions
+        )
+        with self._lock:
+            dropped = self._owned - held
+            self._owned = self._owned & held
+        log.info(
+            "flow %s: the group coordinator confirms this process's share%s",
+            s.name,
+            f" without {sorted(dropped)}" if dropped else "",
+        )
+        return True
 
     def _subscribe(self, consumer: Any, names: list[str]) -> None:
         consumer.subscribe(
@@ -141,6 +232,14 @@ class GroupShare:
         consumer.incremental_unassign(partitions)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = frozenset((t.topic, t.partition) for t in partitions)
+        log.warning(
+            "flow %s: this process lost %s (its group session ended): its workers drop them "
+            "without committing",
+            self.s.name, sorted(f"{t}-{p}" for t, p in keys),
+        )  # fmt: skip
+        if self.lose is not None and keys:
+            self.lose(keys)
         self._on_revoke(consumer, partitions)
 
     def _await_release(self, keys: frozenset[Key]) -> None:

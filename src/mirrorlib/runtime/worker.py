@@ -168,7 +168,7 @@ class _Worker:
             if isinstance(message, Topics):
                 self.catalog.publish(message.topics)
             elif isinstance(message, Assign):
-                self.assignment.set(message.version, message.partitions)
+                self.assignment.set(message.version, message.partitions, message.lost)
             elif isinstance(message, SyncsFailed):
                 if self.sink is not None:  # (an older emitter's syncs: ignored by the newest)
                     self.sink.failed(message.syncs)

@@ -13,7 +13,11 @@ flow's consumer group on the source (``mirrorlib-<A>-><B>``), exactly as with on
 nothing) and only serves rebalances. It is a static member (``group.instance.id`` =
 ``mirrorlib-<A>-><B>-<node>``), so a restarted process gets its partitions back at once instead
 of after the group's session timeout. A partition revoked from this process is released by its
-worker (committed, unassigned) before the revocation completes.
+worker (committed, unassigned) before the revocation completes; a *lost* one (the session
+ended) is dropped without committing (the worker's open transaction is aborted). After this
+process did not run for longer than its workers wait for it, or a worker left or was fenced,
+no worker gets a partition it does not hold until the group coordinator confirmed the share
+(:meth:`Supervisor._doubt_share`, :mod:`mirrorlib.kafka.membership`).
 
 **Placement.** By load, not count (:mod:`mirrorlib.core.placement`): pending bytes and recent
 rate, from the flow's counters. Placed when partitions come or go and when a slot stays down
@@ -84,7 +88,7 @@ from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_PARENT_SILENT
+from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_FENCED, EXIT_PARENT_SILENT
 from mirrorlib.runtime.worker_status import WorkerReporter
 
 __all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
@@ -293,6 +297,7 @@ class Supervisor:
         offsets_topic_partitions: int,
         unresponsive_after: float = UNRESPONSIVE_S,
         command: Callable[[], list[str]] = _worker_command,
+        recheck: Callable[[], Callable[[], bool]] | None = None,
     ) -> None:
         self.s = settings
         self.stats = flow_stats
@@ -310,10 +315,16 @@ class Supervisor:
         self._owned: frozenset[Key] = frozenset()
         self._syncs: OffsetSyncWriter | None = None
         self._stale: list[_Process] = []  # replaced processes, killed, to reap (under _lock)
+        self._lost: frozenset[Key] = frozenset()  # lost partitions being released (under _lock)
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
         self._clock = WatchdogClock(PARENT_PAUSE_S)
         self._silence = SilenceGauge()  # the keepalive thread's gaps
+        self.recheck = recheck
+        #: while set: this process's share awaits the group coordinator's word (the predicate
+        #: turns true once it came), and no worker gets a partition it does not hold
+        self._unconfirmed: Callable[[], bool] | None = None
+        self._last_round: float | None = None
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -332,10 +343,24 @@ class Supervisor:
         with self._lock:
             return tuple(_slot_info(slot, now) for slot in self.slots)
 
+    def lose(self, keys: frozenset[Key]) -> None:
+        """``keys`` were lost to another node (this process's group session ended), and are
+        about to be released (:meth:`await_release`): the workers holding them drop them
+        without committing, their open transactions aborted (thread-safe)."""
+        with self._lock:
+            self._lost = self._lost | keys
+
     def await_release(self, keys: frozenset[Key], stop: threading.Event) -> None:
         """Block until no worker may write any of ``keys`` any more (they were revoked from
-        this process: the workers commit and drop them), at most :data:`RELEASE_TIMEOUT_S`
-        or until ``stop``."""
+        this process: the workers commit and drop them, or, lost ones, drop them without
+        committing), at most :data:`RELEASE_TIMEOUT_S` or until ``stop``."""
+        try:
+            self._await_release(keys, stop)
+        finally:
+            with self._lock:
+                self._lost = self._lost - keys
+
+    def _await_release(self, keys: frozenset[Key], stop: threading.Event) -> None:
         self._replan = True
         deadline = time.monotonic() + RELEASE_TIMEOUT_S
         while self.holding(keys) and time.monotonic() < deadline:
@@ -409,6 +434,15 @@ class Supervisor:
             self._handle_events(timeout=0.1)
             now = time.monotonic()
             self._clock.tick(now)
+            if self._last_round is not None and now - self._last_round > parent_silence_limit(
+                self.s
+            ):
+                self._doubt_share(f"this process did not run for {now - self._last_round:.0f}s")
+            self._last_round = now
+            if self._unconfirmed is not None and self._unconfirmed():
+                self._unconfirmed = None
+                self._replan = True
+                log.info("flow %s: the workers get their partitions again", self.s.name)
             self._watch(now)
             self._start_due(now)
             self._forward_topics()
@@ -566,6 +600,10 @@ class Supervisor:
                 f"exited: this process sent it nothing for {self._silence.longest(now):.0f}s "
                 f"(stopped or starved; a worker leaves after {parent_silence_limit(self.s):.0f}s)"
             )
+        if code in (EXIT_PARENT_SILENT, EXIT_FENCED):  # (see _doubt_share)
+            self._doubt_share(
+                f"worker {slot.index} {'left' if code == EXIT_PARENT_SILENT else 'was fenced'}"
+            )
         elif slot.last_error is None and code != 0:
             slot.last_error = f"exited with status {code}"
         if code == EXIT_FAILED:  # the flow fails: no restart
@@ -583,6 +621,25 @@ class Supervisor:
             slot.last_error or f"exit status {code}",
             delay,
         )
+        self._replan = True
+
+    def _doubt_share(self, why: str) -> None:
+        """This process may no longer hold its share of the group: it did not run for longer
+        than its workers wait for it (stopped, hung), a worker left because of that, or another
+        node fenced a worker (it took the worker's partitions). Its group membership may have
+        ended meanwhile without its consumer knowing yet, and a new worker process would
+        initialise the slot's transactional id again, undoing that node's fence: until the
+        group coordinator confirms the share (:meth:`~mirrorlib.kafka.membership.GroupShare.recheck`),
+        no worker gets a partition it does not hold."""
+        if self.recheck is None:
+            return
+        if self._unconfirmed is None:
+            log.warning(
+                "flow %s: %s: no worker gets new partitions until the group coordinator of %s "
+                "confirms this process's share (its group session may have ended)",
+                self.s.name, why, self.s.source,
+            )  # fmt: skip
+        self._unconfirmed = self.recheck()
         self._replan = True
 
     def _watch(self, now: float) -> None:
@@ -746,6 +803,8 @@ class Supervisor:
                 *(o.process.may_hold() for o in self.slots if o is not slot and o.process)
             )
             wanted = frozenset(k for k in slot.placed if k not in others)
+            if self._unconfirmed is not None:  # (see _doubt_share)
+                wanted &= proc.sent
             if wanted != proc.sent:
                 self._assign(proc, wanted)
         self._drop_unowned()
@@ -757,7 +816,8 @@ class Supervisor:
             if removed:
                 proc.releasing.append((proc.version, removed))
             proc.sent = partitions
-        proc.send(Assign(proc.version, partitions))
+            lost = removed & self._lost
+        proc.send(Assign(proc.version, partitions, lost))
 
     def _drop_unowned(self) -> None:
         """Counters of partitions this process no longer copies leave the status."""
@@ -879,8 +939,10 @@ class WorkerPlane:
             share.owned,
             offsets_topic_partitions=flow.metadata.offsets_topic_partitions,
             unresponsive_after=self.unresponsive_after,
+            recheck=lambda: functools.partial(share.confirmed, share.recheck()),
         )
         share.await_release = supervisor.await_release
+        share.lose = supervisor.lose
         flow.spawn("workers", supervisor.run)
         flow.spawn("membership", share.run)
         reporter = WorkerReporter(flow.settings, flow.stats, supervisor.slot_infos)

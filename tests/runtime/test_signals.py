@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -100,3 +102,46 @@ def test_stop_on_signals_installs_nothing_outside_the_main_thread() -> None:
     worker.join()
     assert seen == [before]
 
+
+
+_HELD_LOCK_SCRIPT = """
+import os, signal, sys, threading, time
+from mirrorlib.runtime.signals import stop_on_signals
+
+class Event:  # like threading.Event: set() takes a lock that wait() holds for a moment
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.flag = threading.Event()
+    def set(self):
+        with self.lock:
+            self.flag.set()
+
+stop = Event()
+with stop_on_signals(stop) as signals:
+    with stop.lock:  # the main thread holds the event's lock when the signal comes
+        os.kill(os.getpid(), signal.SIGTERM)
+        spin_until = time.monotonic() + 0.3  # the handler runs between two bytecodes
+        while time.monotonic() < spin_until:
+            pass
+    assert stop.flag.wait(10), "the stop request was lost"
+print(signals.describe())
+"""
+
+
+def test_a_signal_while_the_main_thread_holds_the_events_lock_stops_without_a_deadlock() -> None:
+    """The handler runs in the main thread, which may be inside ``Event.wait`` holding the
+    event's lock (the process hung after SIGTERM: CI, and about 1 in 50 stops 0-3 s after the
+    start line). Run in a process of its own: a deadlock there ends at the timeout."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _HELD_LOCK_SCRIPT],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError("the signal handler deadlocked on the event's lock") from exc
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "received signal 15 (SIGTERM): stopping"

@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -198,9 +197,15 @@ def serve(directory: str | os.PathLike[str], aliases: Sequence[str]) -> int:
     """The supervisor: start the clusters, record them, hold them until SIGTERM or SIGINT (or
     until a broker dies), stop them. Returns the exit code."""
     directory = Path(directory)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # A flag, not a threading.Event: a handler calling Event.set() while the main thread holds
+    # the event's lock in wait() deadlocks (mirrorlib.runtime.signals explains it)
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     factory = ClusterFactory(directory / CLUSTERS_DIR)
     try:
@@ -218,7 +223,8 @@ def serve(directory: str | os.PathLike[str], aliases: Sequence[str]) -> int:
         tmp.replace(directory / STATE_FILE)
         print(f"clusters ready: {', '.join(f'{c.alias} at {c.bootstrap_servers}' for c in clusters)}",
               flush=True)  # fmt: skip
-        while not stop.wait(1.0):
+        while not stopping:
+            time.sleep(1.0)
             dead = [c.alias for c in factory.clusters if not c.is_running]
             if dead:
                 print(f"broker(s) {', '.join(dead)} exited; stopping", flush=True)

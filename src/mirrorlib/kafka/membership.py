@@ -76,6 +76,7 @@ class GroupShare:
         self._asked = 0  # rechecks asked for (tickets)
         self._answered = 0  # the newest ticket the coordinator answered
         self._admin: Any = None
+        self._said_unconfirmed = False  # the "no new partitions until" line, once per doubt
 
     def owned(self) -> frozenset[Key]:
         with self._lock:
@@ -183,13 +184,15 @@ class GroupShare:
                 else m.member_id == member_id)
         ]  # fmt: skip
         if group.state != ConsumerGroupState.STABLE or not ours:
-            log.info(
+            (log.debug if self._said_unconfirmed else log.info)(
                 "flow %s: group %s is %s and %s this process: its workers get no new "
                 "partitions until it does",
                 s.name, s.copier_group_id, group.state.name.lower(),
                 "lists" if ours else "does not list",
             )  # fmt: skip
+            self._said_unconfirmed = True
             return False
+        self._said_unconfirmed = False
         held = frozenset(
             (tp.topic, tp.partition) for m in ours for tp in m.assignment.topic_partitions
         )

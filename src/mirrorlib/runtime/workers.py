@@ -17,7 +17,7 @@ worker (committed, unassigned) before the revocation completes; a *lost* one (th
 ended) is dropped without committing (the worker's open transaction is aborted). After this
 process did not run for longer than its workers wait for it, or a worker left or was fenced,
 no worker gets a partition it does not hold until the group coordinator confirmed the share
-(:meth:`Supervisor._doubt_share`, :mod:`mirrorlib.kafka.membership`).
+(``Supervisor(recheck=...)``, :mod:`mirrorlib.kafka.membership`).
 
 **Placement.** By load, not count (:mod:`mirrorlib.core.placement`): pending bytes and recent
 rate, from the flow's counters. Placed when partitions come or go and when a slot stays down

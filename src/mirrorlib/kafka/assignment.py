@@ -102,6 +102,9 @@ class Assignment:
         self._resubscribed = 0.0  # when a stale static assignment was last renewed
         # exactly-once in a group: other nodes that left holding partitions given to this one
         self._departed = DepartedFence(ctx.s) if direct is None and ctx.transactional else None
+        # what a rebalance callback raised: librdkafka calls them inside the consumer's poll,
+        # where an exception must not escape (raise_callback_error re-raises it after the poll)
+        self._callback_error: Exception | None = None
 
     def idle(self) -> bool:
         """Nothing to copy: no partition given (worker mode), or no topic to subscribe to."""
@@ -110,6 +113,7 @@ class Assignment:
     def reset(self) -> None:
         """The clients closed: the next ones subscribe or apply the assignment anew."""
         self._subscribed = []
+        self._callback_error = None
         self._catalog_version = -1
         self._direct_version = -1
 
@@ -171,9 +175,7 @@ class Assignment:
             return
         self._subscribed = names
         if names:
-            ctx.consumer.subscribe(
-                names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-            )
+            self._subscribe(names)
         else:
             ctx.consumer.unsubscribe()
 
@@ -222,12 +224,42 @@ class Assignment:
             sorted({t.topic for t in stale}),
         )
         ctx.consumer.unsubscribe()
-        ctx.consumer.subscribe(
-            self._subscribed,
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
+        self._subscribe(self._subscribed)
+
+    def _subscribe(self, names: list[str]) -> None:
+        self._ctx.consumer.subscribe(
+            names,
+            on_assign=self._guarded(self._on_assign),
+            on_revoke=self._guarded(self._on_revoke),
+            on_lost=self._guarded(self._on_lost),
         )
+
+    def _guarded(
+        self, callback: Callable[[Any, list[Any]], None]
+    ) -> Callable[[Any, list[Any]], None]:
+        """A rebalance callback for the consumer: what it raises is kept for
+        :meth:`raise_callback_error` instead of escaping into librdkafka. (An exception raised in
+        a rebalance callback came out of ``poll`` as an object of confluent-kafka's
+        ``KafkaError`` type, which no ``except Exception`` catches: a fenced producer's abort on
+        a lost partition killed the copier thread, and its consumer, never polled again, went on
+        holding partitions in the group.)"""
+
+        def guarded(consumer: Any, partitions: list[Any]) -> None:
+            try:
+                callback(consumer, partitions)
+            except Exception as exc:
+                log.debug("flow %s: rebalance callback failed", self._ctx.s.name, exc_info=True)
+                if self._callback_error is None:
+                    self._callback_error = exc
+
+        return guarded
+
+    def raise_callback_error(self) -> None:
+        """Raise what a rebalance callback raised during the consumer's last poll, if anything
+        (once)."""
+        exc, self._callback_error = self._callback_error, None
+        if exc is not None:
+            raise exc
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         ctx = self._ctx
@@ -288,9 +320,11 @@ class Assignment:
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         keys = {(t.topic, t.partition) for t in partitions}
-        self._ctx.committer.lost()
-        self._forget(keys)
-        consumer.incremental_unassign(partitions)
+        try:
+            self._ctx.committer.lost()
+        finally:
+            self._forget(keys)
+            consumer.incremental_unassign(partitions)
 
     def _forget(self, keys: set[tuple[str, int]]) -> None:
         ctx = self._ctx

@@ -262,6 +262,7 @@ class Copier:
             try:
                 ctx.consumer = consumer
                 consumer.close()  # revokes partitions (callbacks run here)
+                self._assignment.raise_callback_error()
             except Exception as exc:
                 log.warning("flow %s: closing the source consumer failed: %s", self.s.name, exc)
             finally:
@@ -416,6 +417,7 @@ class Copier:
             # (docs/benchmarks.md, "Where the copier waited").
             first = consumer.poll(0.0 if queued else 0.1)
             msgs = [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []
+            assignment.raise_callback_error()  # (a rebalance served by the poll failed)
             if msgs and "source" in self._degraded:
                 self._degraded.discard("source")
                 self.stats.set_error("source", None)

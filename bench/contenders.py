@@ -283,11 +283,10 @@ class Spark(_Subprocess):
             "mode": "backfill (one fresh job per cell)" if backfill else "continuous",
             "spark_submit_args": SPARK_SUBMIT_ARGS,
         }
-        env = {"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS, "PYSPARK_PYTHON": sys.executable}
-        if MIRRORLIB_SRC:  # the driver and (through the JVM's environment) the Python workers
-            env["PYTHONPATH"] = MIRRORLIB_SRC
         self.settings["mirrorlib_src"] = MIRRORLIB_SRC or "installed package"
-        self._launch(self._command(path, checkpoint, backfill), self.id, env, new_session=True)
+        self._launch(
+            self._command(path, checkpoint, backfill), self.id, spark_env(), new_session=True
+        )
 
     def wait(self, timeout: float) -> int | None:
         """The exit status of a backfill job, or None if it is still running after ``timeout``."""
@@ -311,6 +310,40 @@ class Spark(_Subprocess):
 
 #: Spark settings for the Spark contenders (no UI: several sessions may overlap a little).
 SPARK_SUBMIT_ARGS = "--conf spark.ui.enabled=false --driver-memory 1g pyspark-shell"
+
+
+def spark_env() -> dict[str, str]:
+    """The environment of a Spark contender's driver (added to this process's)."""
+    env = {"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS, "PYSPARK_PYTHON": sys.executable}
+    if MIRRORLIB_SRC:  # the driver and (through the JVM's environment) the Python workers
+        env["PYTHONPATH"] = MIRRORLIB_SRC
+    return env
+
+
+def prepare_spark_archive(timeout: float = 300.0) -> dict[str, Any]:
+    """``python -m mirrorlib.spark --prepare`` with the Spark contenders' environment, timed:
+    writes the driver's class-data-sharing archive if this machine has none for these settings
+    (docs/spark.md advises it where drivers start from a fresh file system), so that no Spark
+    job's start-up depends on whether an earlier job on the machine happened to write it."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mirrorlib.spark", "--prepare"],
+            check=False,
+            env={**os.environ, **spark_env()},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": None, "seconds": round(time.monotonic() - started, 2),
+                "output": f"no answer in {timeout:.0f}s"}  # fmt: skip
+    out = (done.stdout + done.stderr).strip().splitlines()
+    return {
+        "status": done.returncode,
+        "seconds": round(time.monotonic() - started, 2),
+        "output": out[-1][:300] if out else "",
+    }
 
 
 def make(cid: str, index: int, work: Path) -> Contender:

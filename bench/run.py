@@ -270,6 +270,26 @@ def throughput_phase(
     return rows
 
 
+def spark_prepare_line(doc: dict[str, Any]) -> str:
+    """What the run did about the Spark driver's class-data archive, for the results page."""
+    if "spark_prepare" not in doc["settings"]:  # runs before bench.run prepared it
+        return ""
+    prepared = doc["settings"]["spark_prepare"]
+    if prepared is None:
+        return (
+            "The driver's class-data archive was not prepared before the jobs "
+            "(`--no-spark-prepare`): the first job maps one only if an earlier job on this "
+            "machine wrote it, else it writes it (a fresh installation's first job)."
+        )
+    return (
+        "Before the first Spark job, `python -m mirrorlib.spark --prepare` (as docs/spark.md "
+        "advises where drivers start from a fresh file system) took "
+        f"{prepared['seconds']:g} s, exit status {prepared['status']}: "
+        f"{prepared['output'] or 'no output'}. Every job's start-up is that of a job that maps "
+        "the archive."
+    )
+
+
 def spark_throughput_phase(
     contender: contenders.Spark,
     a: Any,
@@ -507,6 +527,8 @@ def markdown(doc: dict[str, Any], png: str) -> str:
         "last record on the target. *÷ embedded* compares the copying rate with `mirrorlib` "
         "(embedded, warm) on the same cell.",
         "",
+        spark_prepare_line(doc) if doc.get("spark") else "",
+        "",
         stats.spark_table(doc.get("spark") or []),
         "",
         "### Latency, first checkpoint, failover",
@@ -585,6 +607,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--docs", action="store_true", help="rewrite the results section of docs/benchmarks.md"
     )
+    p.add_argument(
+        "--no-spark-prepare",
+        action="store_true",
+        help="do not write the Spark driver's class-data archive before the first Spark job "
+        "(measures a fresh installation's first job if the machine has none)",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(
@@ -644,6 +672,11 @@ def main(argv: list[str] | None = None) -> int:
     contenders.MIRRORLIB_SRC = str(snap / "src")
     log(f"mirrorlib contender runs commit {rev[:10]} from {snap}")
 
+    spark_prepare = None
+    if any(c in stats.SPARKS for c in wanted) and not args.no_spark_prepare:
+        # before the brokers start: the JVM writing the archive does not share the machine
+        spark_prepare = contenders.prepare_spark_archive()
+        log(f"spark driver archive: {spark_prepare}")
     machine = machine_info()
     machine["other_processes_start"] = other_processes()
     notes: list[str] = []
@@ -751,6 +784,7 @@ def main(argv: list[str] | None = None) -> int:
         "broker_jvm": "-Xms1g -Xmx1g, G1, C1+C2 (no TieredStopAtLevel)",
     }
     settings["mirrorlib_contender_commit"] = rev
+    settings["spark_prepare"] = spark_prepare
     settings["rounds"] = args.rounds
     settings["throughput_rounds"] = raw_rows
     doc = stats.document(

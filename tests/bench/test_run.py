@@ -24,3 +24,15 @@ def test_a_mirrorlib_src_without_mirrorlib_is_refused(
         main(["--mirrorlib-src", str(src), "--out", str(tmp_path / "out"), "--no-scenarios"])
     with pytest.raises(SystemExit, match="not a src/ directory holding mirrorlib"):
         parse_variant(f"patched:{src}")  # python -m bench.wait --variant ...
+
+
+def test_the_results_page_says_whether_the_spark_archive_was_prepared() -> None:
+    """A Spark job's start-up depends on the driver's class-data archive: the page says whether
+    the run wrote it first, and runs from before that setting existed say nothing."""
+    from bench.run import spark_prepare_line
+
+    assert spark_prepare_line({"settings": {}}) == ""
+    assert "--no-spark-prepare" in spark_prepare_line({"settings": {"spark_prepare": None}})
+    done = {"status": 0, "seconds": 26.4, "output": "class-data archive written in 25.9s: x.jsa"}
+    line = spark_prepare_line({"settings": {"spark_prepare": done}})
+    assert "took 26.4 s, exit status 0: class-data archive written in 25.9s" in line

@@ -270,6 +270,14 @@ def throughput_phase(
     return rows
 
 
+def spark_jobs_line(doc: dict[str, Any]) -> str:
+    """How many jobs each Spark cell ran (runs before 2026-11-25's ran one)."""
+    jobs = max((r.get("rounds", 1) for r in doc.get("spark") or []), default=0)
+    if jobs <= 1:
+        return "Spark jobs once" if jobs else "no Spark contender"
+    return f"Spark: {jobs} fresh jobs per cell, the median job by copying rate"
+
+
 def spark_prepare_line(doc: dict[str, Any]) -> str:
     """What the run did about the Spark driver's class-data archive, for the results page."""
     if "spark_prepare" not in doc["settings"]:  # runs before bench.run prepared it
@@ -492,7 +500,7 @@ def markdown(doc: dict[str, Any], png: str) -> str:
         f"* Matrix: {', '.join(f'{n:,} x {stats.size_label(sz)}' for sz, n in s['sizes'])}; "
         f"partitions {', '.join(map(str, s['partitions']))}. Scenario: {s['scenario']}.",
         f"* Rounds: {s.get('rounds', 1)} per warm contender, rotated order, median per cell "
-        "(Spark jobs once).",
+        f"({spark_jobs_line(doc)}).",
         "",
         "### Ratios (mirrorlib ÷ other; throughput > 1 = mirrorlib faster, CPU < 1 = mirrorlib cheaper)",
         "",
@@ -521,11 +529,13 @@ def markdown(doc: dict[str, Any], png: str) -> str:
         "### mirrorlib on Spark: backfill jobs, 1 and 2 executor cores",
         "",
         "Each cell is a fresh `python -m mirrorlib.spark ... --backfill --master local[N]` "
-        "process (its driver, JVM and Python workers measured together); the other contenders "
-        "are warm processes. *To completion* runs from the process start to the last record on "
-        "the target (this is the figure in the tables above); *copying* from the first to the "
-        "last record on the target. *÷ embedded* compares the copying rate with `mirrorlib` "
-        "(embedded, warm) on the same cell.",
+        "process per round (its driver, JVM and Python workers measured together); the other "
+        "contenders are warm processes. *To completion* runs from the process start to the last "
+        "record on the target (this is the figure in the tables above); *copying* from the "
+        "first to the last record on the target. The row is the cell's median job by copying "
+        "rate (CPU: the median of the jobs), with the slowest job's start-up beside it. "
+        "*÷ embedded* compares the copying rate with `mirrorlib` (embedded, warm, its median "
+        "round) on the same cell.",
         "",
         spark_prepare_line(doc) if doc.get("spark") else "",
         "",
@@ -590,8 +600,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=3,
-        help="measure the warm contenders' throughput this many times, interleaved (the tables "
-        "show the median); Spark jobs run once",
+        help="measure every contender's throughput this many times, interleaved (the tables "
+        "show the median; a Spark contender runs a fresh job per cell each time)",
     )
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument(
@@ -693,13 +703,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quick:
             warm_brokers(a, b, f"bench-{run_id}-jit-", work)
         if not args.no_throughput:
-            # Warm contenders run in rounds, each round in a rotated order, so that a slow or a
-            # fast spell of the machine does not land on one contender; Spark jobs run once.
-            warm = [c for c in wanted if c not in stats.SPARKS]
+            # Contenders run in rounds, each round in a rotated order, so that a slow or a fast
+            # spell of the machine does not land on one contender (a Spark contender runs a
+            # fresh job per cell in every round).
             for rnd in range(max(args.rounds, 1)):
-                order = warm[rnd % len(warm) :] + warm[: rnd % len(warm)] if warm else []
-                if rnd == 0:
-                    order += [c for c in wanted if c in stats.SPARKS]
+                order = wanted[rnd % len(wanted) :] + wanted[: rnd % len(wanted)]
                 for cid in order:
                     k = wanted.index(cid) + 100 * rnd
                     prefix = f"bench-{run_id}-{k}-"
@@ -710,7 +718,8 @@ def main(argv: list[str] | None = None) -> int:
                     con = make(cid, k, work)
                     if isinstance(con, contenders.Spark):
                         log(f"throughput: {cid} (a backfill job per cell)")
-                        raw_rows += spark_throughput_phase(con, a, b, prefix, matrix, work, notes)
+                        got = spark_throughput_phase(con, a, b, prefix, matrix, work, notes)
+                        raw_rows += [dict(r, round=rnd) for r in got]
                         contender_settings[cid] = con.settings
                         continue
                     log(f"throughput: {cid} (round {rnd + 1} of {args.rounds})")

@@ -214,6 +214,26 @@ def test_spark_rows_compare_with_embedded_and_local1():
     assert "spark-1" in stats.throughput_table(rows)
 
 
+def test_spark_rounds_take_the_median_job_by_copying_rate_and_keep_the_slowest_start_up():
+    """A Spark cell's jobs differ mostly in start-up: the row is the job with the median copying
+    rate (not the median rate to completion), its CPU the median of the jobs, and the slowest
+    start-up stays visible (the start-up target holds for every job)."""
+    jobs = [
+        _spark_row(stats.SPARK_1, started=0.0, first=6.0, last=9.0),  # 10,000 rec/s copying
+        _spark_row(stats.SPARK_1, started=0.0, first=12.0, last=13.0, cpu_last=21.0),  # 30,000
+        _spark_row(stats.SPARK_1, started=0.0, first=7.0, last=9.0, cpu_last=25.0),  # 15,000
+    ]
+    (row,) = stats.combine_rounds([dict(j, round=k) for k, j in enumerate(jobs)])
+    assert row["rounds"] == 3 and "round" not in row
+    assert row["copy_records_per_s"] == 15_000 and row["startup_s"] == 7.0  # the median job
+    assert row["startup_s_max"] == 12.0 and row["rounds_startup_s"] == [6.0, 12.0, 7.0]
+    assert row["rounds_copy_records_per_s"] == [10_000, 30_000, 15_000]
+    assert row["copy_cpu_s_per_million"] == pytest.approx(100.0)  # of 33.3, 100, 166.7
+    (shown,) = stats.spark_rows([row])
+    assert shown["rounds"] == 3 and shown["startup_s_max"] == 12.0
+    assert "12.00" in stats.spark_table([shown])
+
+
 def test_scenario_rows_that_did_not_run_say_why():
     row = stats.not_run(stats.SPARK_1, "not run: same engine")
     assert set(stats.SCENARIO_KEYS) <= set(row)

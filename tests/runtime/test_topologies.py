@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from mirrorlib import Heartbeat, Replicator
@@ -78,11 +80,16 @@ def test_fan_in_keeps_sources_apart(kafka_clusters) -> None:  # type: ignore[no-
 
 
 def test_processes_share_partitions_and_take_over(two_clusters: ClusterSet) -> None:
+    """Two nodes share a flow's partitions; when one stops cleanly it leaves the flow's group
+    (a static member, which librdkafka's close alone would not make leave), so the other takes
+    its partitions over at once, not after the group's 45 s session timeout."""
     a, b = two_clusters
     topic = "share.t"
     a.create_topic(topic, 6)
-    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "share\\..*"})
-    first, second = Replicator(cfg), Replicator(cfg)
+    first, second = (
+        Replicator(config(two_clusters, ["A->B"], **{"A->B.topics": "share\\..*", "node.id": n}))
+        for n in ("share-1", "share-2")
+    )
     first.start()
     second.start()
     try:
@@ -101,19 +108,67 @@ def test_processes_share_partitions_and_take_over(two_clusters: ClusterSet) -> N
             "600 replicated",
             lambda: replicated(first, "share") + replicated(second, "share") >= 600,
         )
-        import time
-
         time.sleep(2)
         # steady state: no record copied twice
         assert replicated(first, "share") + replicated(second, "share") == 600
         second.stop()
+        stopped = time.monotonic()
         wait_for("first takes over every partition", lambda: len(owned(first)) == 6, timeout=90)
+        taken_over = time.monotonic() - stopped
+        print(f"taken over {taken_over:.1f}s after the other node's clean stop")
+        assert taken_over < 20, "the stopped node did not leave the group (session timeout: 45 s)"
         produce(a, topic, [{"value": str(i).encode(), "partition": i % 6} for i in range(600, 900)])
         wait_for(
             "all 900 on B",
             lambda: len({m.value() for m in read_all(b, f"A.{topic}")}) == 900,
             timeout=90,
         )
+    finally:
+        first.stop()
+        second.stop()
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_a_second_process_with_the_same_node_id_stops_the_first_saying_why(
+    two_clusters: ClusterSet, tasks: int
+) -> None:
+    """Two processes share a flow under one ``node.id`` (by default the host name): the group
+    fences the first as the second joins with the same ``group.instance.id``. The first must not
+    rejoin (it would fence the second, and the two would take turns): its flow fails, naming
+    ``node.id``, while the second copies every record."""
+    a, b = two_clusters
+    topic = f"samenode{tasks}.t"
+    a.create_topic(topic, 4)
+    cfg = config(
+        two_clusters,
+        ["A->B"],
+        **{"A->B.topics": f"samenode{tasks}\\..*", "tasks.max": str(tasks), "node.id": "same"},
+    )
+    first, second = Replicator(cfg), Replicator(cfg)
+    first.start()
+    try:
+        wait_for(
+            "the first owns the partitions",
+            lambda: len([p for p in first.status()[0].partitions if p.topic == topic]) == 4,
+            timeout=60,
+        )
+        second.start()
+        wait_for(
+            "the first stops, naming node.id",
+            lambda: first.status()[0].state.value == "failed",
+            timeout=60,
+        )
+        errors = " ".join(first.status()[0].errors)
+        assert "node.id 'same'" in errors and "distinct node.id" in errors, errors
+        produce(a, topic, [{"value": str(i).encode(), "partition": i % 4} for i in range(400)])
+        wait_for(
+            "every record on B",
+            lambda: len({m.value() for m in read_all(b, f"A.{topic}")}) == 400,
+            timeout=90,
+        )
+        time.sleep(3)  # the first stays out: the second is not fenced in turn
+        assert second.status()[0].state.value == "running", second.status()[0].errors
+        assert first.status()[0].state.value == "failed"
     finally:
         first.stop()
         second.stop()

@@ -104,7 +104,8 @@ class FlowSettings:
     admin_timeout: float
     consume_batch: int = 10_000
     tasks_max: int = 1
-    # the copier group's static member id (set with node.id, or with tasks.max > 1)
+    # the copier group's static member id (from node.id, by default the host name); None: no
+    # group (a copier worker process: its parent assigns its partitions)
     group_instance_id: str | None = None
     # this node's name: node.id, or the host name
     node: str = ""
@@ -268,8 +269,6 @@ class FlowSettings:
             data_loss_action=flow.data_loss_action,
             admin_timeout=flow.admin_timeout,
             tasks_max=flow.tasks_max,
-            group_instance_id=(
-                f"mirrorlib-{flow.name}-{node}" if flow.node_id or flow.tasks_max > 1 else None
-            ),
+            group_instance_id=f"mirrorlib-{flow.name}-{node}",
             node=node,
         )

@@ -27,6 +27,7 @@ from mirrorlib.core.pacing import batch_budget
 from mirrorlib.kafka.fencing import DepartedFence
 from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.kafka.static_member import leave_group
 
 __all__ = ["Assignment", "DirectAssignment"]
 
@@ -225,6 +226,22 @@ class Assignment:
         )
         ctx.consumer.unsubscribe()
         self._subscribe(self._subscribed)
+
+    def leave_group(self, timeout: float) -> None:
+        """A clean stop: a static member leaves the flow's group once its partitions are
+        revoked (their positions committed), so the processes sharing the flow get them at once
+        (:mod:`mirrorlib.kafka.static_member`). Worker mode has no group."""
+        ctx = self._ctx
+        if self.direct is not None or not ctx.s.group_instance_id or not self._subscribed:
+            return
+        self._subscribed = []
+        if not leave_group(ctx.consumer, timeout, self.raise_callback_error):
+            log.warning(
+                "flow %s: the revocation of this process's partitions did not end within %.0fs: "
+                "the flow's group gives them to other processes after its session timeout",
+                ctx.s.name,
+                timeout,
+            )
 
     def _subscribe(self, names: list[str]) -> None:
         self._ctx.consumer.subscribe(

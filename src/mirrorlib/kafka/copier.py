@@ -70,9 +70,11 @@ round, never per record.
 
 Partitions are shared between processes running the same flow through a consumer group on the
 source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
-target's offsets topic, never from that group, which commits nothing. With ``node.id`` set, the
-copier is a *static* member of that group (``group.instance.id``): a restarted process gets its
-partitions back at once instead of after the session timeout.
+target's offsets topic, never from that group, which commits nothing. The copier is a *static*
+member of that group (``group.instance.id`` from ``node.id``, by default the host name): a
+process killed and restarted gets its partitions back at once instead of after the session
+timeout, and a clean stop leaves the group (:mod:`mirrorlib.kafka.static_member`), so the other
+processes get its partitions at once.
 
 Worker mode (``tasks.max`` > 1)
 -------------------------------
@@ -113,6 +115,7 @@ from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.parking import Parking, fatal_error
 from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.kafka.static_member import fenced_reason, member_fenced
 
 __all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
 
@@ -261,6 +264,12 @@ class Copier:
         if consumer is not None:
             try:
                 ctx.consumer = consumer
+                if graceful and self.failed is None:
+                    try:
+                        self._assignment.leave_group(min(self.s.admin_timeout, 10.0))
+                    except Exception as exc:  # closing goes on; the group's session ends it
+                        log.warning("flow %s: leaving the flow's group failed: %s",
+                                    self.s.name, exc)  # fmt: skip
                 consumer.close()  # revokes partitions (callbacks run here)
                 self._assignment.raise_callback_error()
             except Exception as exc:
@@ -317,6 +326,11 @@ class Copier:
                 log.error("flow %s stopped: %s", self.s.name, exc)
                 self._close(graceful=False)
             except Exception as exc:
+                fenced = self._fatal.get("source")
+                if fenced is not None and member_fenced(fenced):
+                    self._member_fenced(fenced)
+                    self._close(graceful=False)
+                    return
                 delay = backoff.next_delay()
                 dead = self._fatal.get("target")
                 if dead is None and "source" not in self._fatal:
@@ -337,6 +351,18 @@ class Copier:
                     log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
                 self._close(graceful=False)
                 backoff.wait(stop)
+
+    def _member_fenced(self, err: KafkaError) -> None:
+        """Another process joined the flow's group as this node (the same ``group.instance.id``):
+        a second process started with the same ``node.id`` (by default the host name), or this
+        process's own replacement while this one was paused. Either way this process must not
+        copy the flow any more: the flow fails, saying why
+        (:func:`~mirrorlib.kafka.static_member.fenced_reason`)."""
+        message = fenced_reason(self.s, err)
+        self.failed = message
+        self.stats.set_error("copier", message)
+        self.stats.state = FlowState.FAILED
+        log.error("flow %s stopped: %s", self.s.name, message)
 
     def _producer_died(self, err: KafkaError, delay: float) -> None:
         """The target producer hit a fatal error (fenced, or a fatal idempotence error): it can

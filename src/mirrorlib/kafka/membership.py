@@ -43,6 +43,7 @@ from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.kafka import client_conf, new_admin_client
 from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, DepartedFence
+from mirrorlib.kafka.static_member import fenced_reason, leave_group, member_fenced
 
 __all__ = ["GroupShare"]
 
@@ -54,6 +55,9 @@ Key = tuple[str, int]
 _RESUBSCRIBE_MIN_S = 10.0
 #: seconds between two questions to the group coordinator while a recheck is pending
 RECHECK_INTERVAL_S = 1.0
+#: on a clean stop, seconds to wait for the workers to stop before leaving the group (they get
+#: 20 s to commit and exit: ``mirrorlib.runtime.workers.STOP_TIMEOUT_S``)
+LEAVE_WAIT_S = 30.0
 
 
 class GroupShare:
@@ -70,6 +74,12 @@ class GroupShare:
         #: called with lost partitions (the group session ended) before they leave
         #: :meth:`owned`: their workers are to drop them without committing
         self.lose: Callable[[frozenset[Key]], None] | None = None
+        #: set once this node's workers stopped (a clean stop): then, and only then, the
+        #: member leaves the group, so other nodes get its partitions at once
+        #: (:mod:`mirrorlib.kafka.static_member`); without it, they wait for its session timeout
+        self.workers_stopped: threading.Event | None = None
+        #: called with the reason when another process joined the group as this node
+        self.on_fenced: Callable[[str], None] | None = None
         self._stop = threading.Event()
         self._subscribed: list[str] = []
         self._departed = DepartedFence(settings)  # (workers always write in transactions)
@@ -134,7 +144,11 @@ class GroupShare:
                 if not subscribed:
                     stop.wait(0.2)
                     continue
-                consumer.poll(0.2)  # serves rebalances; every partition is paused
+                msg = consumer.poll(0.2)  # serves rebalances; every partition is paused
+                err = msg.error() if msg is not None else None
+                if err is not None and member_fenced(err):
+                    self._fenced(err)
+                    return
                 now = time.monotonic()
                 if now - resubscribed >= _RESUBSCRIBE_MIN_S and any(
                     t.topic not in subscribed for t in consumer.assignment()
@@ -152,9 +166,46 @@ class GroupShare:
                         with self._lock:
                             self._answered = asked
         finally:
+            self._leave(consumer, subscribed)
             with self._lock:
                 self._owned = frozenset()
             consumer.close()
+
+    def _fenced(self, err: Any) -> None:
+        """Another process joined the flow's group with this node's ``group.instance.id``: this
+        node owns nothing any more (its workers drop their partitions) and its flow fails,
+        saying why (see ``mirrorlib.kafka.copier.Copier``, which does the same with
+        ``tasks.max`` = 1)."""
+        with self._lock:
+            self._owned = frozenset()
+        message = fenced_reason(self.s, err)
+        log.error("flow %s stopped: %s", self.s.name, message)
+        if self.on_fenced is not None:
+            self.on_fenced(message)
+
+    def _leave(self, consumer: Any, subscribed: list[str]) -> None:
+        """A clean stop: once the workers stopped (committed and exited), leave the group.
+        Not before: another node would copy the partitions while a worker still commits."""
+        stopped = self.workers_stopped
+        if not (self._stop.is_set() and subscribed and stopped is not None):
+            return
+        if not stopped.wait(LEAVE_WAIT_S):
+            log.warning(
+                "flow %s: the workers did not stop within %.0fs: not leaving the flow's group "
+                "(other nodes get this node's partitions after its session timeout)",
+                self.s.name,
+                LEAVE_WAIT_S,
+            )
+            return
+        try:
+            if not leave_group(consumer, min(self.s.admin_timeout, 10.0)):
+                log.warning(
+                    "flow %s: the revocation of this node's partitions did not end in time: the "
+                    "flow's group gives them to other nodes after its session timeout",
+                    self.s.name,
+                )
+        except Exception as exc:  # closing goes on; the group's session ends the membership
+            log.warning("flow %s: leaving the flow's group failed: %s", self.s.name, exc)
 
     def _ask_coordinator(self, consumer: Any) -> bool:
         """Describe the flow's group: when it is stable and lists this process (its static

@@ -270,7 +270,8 @@ class Parking:
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             self._on_out_of_range(msg.topic(), msg.partition(), err)
             return
-        if err.fatal():
+        if err.fatal() or code == KafkaError._FATAL:  # the consumer is dead (a fatal error
+            # comes out of poll as _FATAL, not fatal()): the copier recreates its clients
             self._ctx.fatal["source"] = err
             raise KafkaException(err)
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):

@@ -315,6 +315,9 @@ class Supervisor:
         self._owned: frozenset[Key] = frozenset()
         self._syncs: OffsetSyncWriter | None = None
         self._stale: list[_Process] = []  # replaced processes, killed, to reap (under _lock)
+        #: set once the flow stopped and no worker process is left (they committed, or were
+        #: killed): only then may this node leave the flow's group (:class:`GroupShare`)
+        self.stopped = threading.Event()
         self._lost: frozenset[Key] = frozenset()  # lost partitions being released (under _lock)
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
@@ -426,7 +429,10 @@ class Supervisor:
                     )
                     self._loop_backoff.wait(stop)
         finally:
-            self._shutdown()
+            try:
+                self._shutdown()
+            finally:
+                self.stopped.set()
 
     def _loop(self, stop: threading.Event) -> None:
         last_plan = 0.0
@@ -943,6 +949,13 @@ class WorkerPlane:
         )
         share.await_release = supervisor.await_release
         share.lose = supervisor.lose
+        share.workers_stopped = supervisor.stopped
+
+        def fenced(reason: str) -> None:  # this node owns nothing now: the workers drop all
+            flow.stats.set_error("membership", reason)
+            flow.stats.state = FlowState.FAILED
+
+        share.on_fenced = fenced
         flow.spawn("workers", supervisor.run)
         flow.spawn("membership", share.run)
         reporter = WorkerReporter(flow.settings, flow.stats, supervisor.slot_infos)

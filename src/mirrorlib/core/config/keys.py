@@ -416,9 +416,10 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _S,
         None,
         _F,
-        "Stable name of this mirrorlib node (default: the host name); part of transactional ids.",
+        "Stable name of this mirrorlib node (default: the host name); part of transactional ids "
+        "and of the flow group's static member id.",
         Status.EXTENSION,
-        "Give each node on one host its own.",
+        "Give each node on one host its own: a second process with the same one stops the first.",
     ),
     _k("offsets.storage.topic", _S, None, _F, "Per-connector offsets topic.", _NA, _CONNECT_NA),
     _k(

@@ -20,7 +20,7 @@ import json
 import struct
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 HEAD = struct.Struct(">qqi")
 
@@ -29,6 +29,36 @@ def decode(value: bytes) -> tuple[int, int, int]:
     """(produce time ns, sequence, phase rate) of a pacer record."""
     send_ns, seq, rate = HEAD.unpack_from(value)
     return send_ns, seq, rate
+
+
+def _partitions_and_ends(
+    meta: Consumer, topic: str, timeout: float = 30.0
+) -> tuple[list[int], list[int]]:
+    """The topic's partitions and their end offsets (the next sequence numbers), once every
+    partition has a leader: right after the topic was created its metadata may list no
+    partitions yet (a run of 2026-11-25 lost its throughput phase to that)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = meta.list_topics(topic, timeout=10).topics.get(topic)
+            if (
+                md is not None
+                and md.error is None
+                and md.partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            ):
+                parts = sorted(md.partitions)
+                ends = [
+                    meta.get_watermark_offsets(TopicPartition(topic, q), timeout=10)[1]
+                    for q in parts
+                ]
+                return parts, ends
+            problem = f"metadata {md.error if md is not None else 'without the topic'}"
+        except KafkaException as exc:
+            problem = str(exc)
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"{topic}: partitions not ready after {timeout:.0f}s ({problem})")
+        time.sleep(0.2)
 
 
 def main() -> None:
@@ -43,8 +73,7 @@ def main() -> None:
     args = p.parse_args()
 
     meta = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "bench-pacer-meta"})
-    parts = sorted(meta.list_topics(args.topic, timeout=10).topics[args.topic].partitions)
-    seqs = [meta.get_watermark_offsets(TopicPartition(args.topic, q), timeout=10)[1] for q in parts]
+    parts, seqs = _partitions_and_ends(meta, args.topic)
     meta.close()
     producer = Producer(
         {

@@ -31,7 +31,12 @@ def _pacer(bootstrap: str, topic: str, **kw: Any) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.pacer", bootstrap, topic]
     for k, v in kw.items():
         cmd += [f"--{k}", str(v)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(
+            f"the pacer exited with {out.returncode} ({' '.join(cmd[2:])}): "
+            f"{out.stderr.strip()[-600:]}"
+        )
     import json
 
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))

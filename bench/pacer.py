@@ -36,7 +36,8 @@ def _partitions_and_ends(
 ) -> tuple[list[int], list[int]]:
     """The topic's partitions and their end offsets (the next sequence numbers), once every
     partition has a leader: right after the topic was created its metadata may list no
-    partitions yet (a run of 2026-11-25 lost its throughput phase to that)."""
+    partitions yet (the likely cause of a pacer that failed right after its topic was created in
+    the run of 2026-11-25 14:18, whose stderr was not kept)."""
     deadline = time.monotonic() + timeout
     while True:
         try:

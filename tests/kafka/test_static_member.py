@@ -27,3 +27,13 @@ def test_the_reason_names_the_node_id_and_what_to_do() -> None:
     reason = fenced_reason(s, KafkaError(KafkaError.FENCED_INSTANCE_ID))
     assert "group.instance.id 'mirrorlib-A->B-n1'" in reason and "node.id 'n1'" in reason
     assert "distinct node.id values" in reason
+
+
+def test_a_fatal_error_out_of_poll_means_the_consumer_is_dead() -> None:
+    """librdkafka hands a fatal error to ``poll`` as ``_FATAL`` with ``fatal()`` false: the copier
+    (and a Spark copy task) must still treat the consumer as dead."""
+    from mirrorlib.kafka import consumer_dead
+
+    assert consumer_dead(KafkaError(KafkaError._FATAL, f"Fatal error: {FENCED_TEXT}"))
+    assert consumer_dead(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+    assert not consumer_dead(KafkaError(KafkaError._TRANSPORT, "broker down"))

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "LIBRDKAFKA_LOGGER",
     "client_conf",
     "client_log",
+    "consumer_dead",
     "new_admin_client",
     "new_consumer",
     "new_producer",
@@ -78,6 +79,13 @@ class _LibrdkafkaLog:
 
 
 _LOG = _LibrdkafkaLog(LIBRDKAFKA_LOGGER)
+
+
+def consumer_dead(err: KafkaError) -> bool:
+    """Whether an error a consumer returned from ``poll``/``consume`` means the consumer is dead:
+    librdkafka hands a fatal error to the application as ``_FATAL``, whose ``fatal()`` is false
+    there (seen with a static member fenced by another: the copier kept the dead consumer)."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
 
 
 def client_log(on_warning: Callable[[str], None]) -> Any:

@@ -235,13 +235,7 @@ class Assignment:
         if self.direct is not None or not ctx.s.group_instance_id or not self._subscribed:
             return
         self._subscribed = []
-        if not leave_group(ctx.consumer, timeout, self.raise_callback_error):
-            log.warning(
-                "flow %s: the revocation of this process's partitions did not end within %.0fs: "
-                "the flow's group gives them to other processes after its session timeout",
-                ctx.s.name,
-                timeout,
-            )
+        leave_group(ctx.consumer, timeout, ctx.s.name, self.raise_callback_error)
 
     def _subscribe(self, names: list[str]) -> None:
         self._ctx.consumer.subscribe(

@@ -198,12 +198,7 @@ class GroupShare:
             )
             return
         try:
-            if not leave_group(consumer, min(self.s.admin_timeout, 10.0)):
-                log.warning(
-                    "flow %s: the revocation of this node's partitions did not end in time: the "
-                    "flow's group gives them to other nodes after its session timeout",
-                    self.s.name,
-                )
+            leave_group(consumer, min(self.s.admin_timeout, 10.0), self.s.name)
         except Exception as exc:  # closing goes on; the group's session ends the membership
             log.warning("flow %s: leaving the flow's group failed: %s", self.s.name, exc)
 

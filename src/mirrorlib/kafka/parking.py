@@ -24,6 +24,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirrorlib.core.acks import Acknowledged, PartitionProgress
 from mirrorlib.core.pacing import RECORD_OVERHEAD, halved_budget, record_size
 from mirrorlib.errors import DataLossError
+from mirrorlib.kafka import consumer_dead
 from mirrorlib.kafka.parts import CopierContext, Part
 
 __all__ = ["Parking", "fatal_error", "producer_died"]
@@ -270,8 +271,7 @@ class Parking:
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             self._on_out_of_range(msg.topic(), msg.partition(), err)
             return
-        if err.fatal() or code == KafkaError._FATAL:  # the consumer is dead (a fatal error
-            # comes out of poll as _FATAL, not fatal()): the copier recreates its clients
+        if consumer_dead(err):  # the copier recreates its clients
             self._ctx.fatal["source"] = err
             raise KafkaException(err)
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):

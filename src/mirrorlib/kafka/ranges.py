@@ -51,7 +51,7 @@ from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import ClusterTimeoutError, DataLossError
-from mirrorlib.kafka import client_conf
+from mirrorlib.kafka import client_conf, consumer_dead
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
 from mirrorlib.kafka.parking import fatal_error, producer_died
@@ -801,7 +801,7 @@ class _Copy:
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and lane:
             self._data_loss(lane)
             return
-        if err.fatal():
+        if consumer_dead(err):
             raise kafka_error(
                 KafkaException(err), cluster=self.s.source,
                 action=f"reading {msg.topic()}-{msg.partition()}", resource=msg.topic(),

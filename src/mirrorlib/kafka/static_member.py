@@ -15,6 +15,7 @@ session timeout.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,37 +26,43 @@ from mirrorlib.core.settings import FlowSettings
 
 __all__ = ["fenced_reason", "leave_group", "member_fenced"]
 
+log = logging.getLogger(__name__)
+
 #: After the partitions were revoked, polls that serve the LeaveGroup librdkafka sends once the
 #: revocation is done (it is sent from its own thread; a close that came first would skip it).
 _AFTER_REVOKE_S = 0.3
 
 
 def leave_group(
-    consumer: Any, timeout: float, after_poll: Callable[[], None] | None = None
-) -> bool:
-    """Unsubscribe ``consumer`` (a subscribed static member) and serve the revocation of its
-    partitions (fetching paused: a record fetched meanwhile is dropped, never copied, so never
-    committed), up to ``timeout`` seconds; ``after_poll`` runs after every poll (e.g. to raise
-    what a rebalance callback kept). True if the revocation completed in time; the caller closes
-    the consumer afterwards either way."""
+    consumer: Any, timeout: float, flow: str, after_poll: Callable[[], None] | None = None
+) -> None:
+    """Unsubscribe ``consumer`` (a subscribed static member of ``flow``'s group) and serve the
+    revocation of its partitions (fetching paused: a record fetched meanwhile is dropped, never
+    copied, so never committed), up to ``timeout`` seconds; ``after_poll`` runs after every poll
+    (e.g. to raise what a rebalance callback kept). If the revocation does not end in time it
+    says so (the group then waits for the session timeout); the caller closes the consumer
+    afterwards either way."""
     assigned = consumer.assignment()
     if assigned:
         consumer.pause(assigned)
     consumer.unsubscribe()
     deadline = time.monotonic() + timeout
-    done = False
-    while time.monotonic() < deadline:
+    while consumer.assignment():
+        if time.monotonic() >= deadline:
+            log.warning(
+                "flow %s: the revocation of this process's partitions did not end within %.0fs: "
+                "the flow's group gives them to other processes after its session timeout",
+                flow,
+                timeout,
+            )
+            return
         consumer.poll(0.05)  # serves the revocation (callbacks run here); records are dropped
         if after_poll is not None:
             after_poll()
-        if not consumer.assignment():
-            done = True
-            break
-    if done:  # give librdkafka's thread the moment it needs to send the LeaveGroup
-        settle = min(deadline, time.monotonic() + _AFTER_REVOKE_S)
-        while time.monotonic() < settle:
-            consumer.poll(0.05)
-    return done
+    # give librdkafka's thread the moment it needs to send the LeaveGroup
+    settle = min(deadline, time.monotonic() + _AFTER_REVOKE_S)
+    while time.monotonic() < settle:
+        consumer.poll(0.05)
 
 
 #: librdkafka's description of a static member fenced by another with its ``group.instance.id``

@@ -257,9 +257,10 @@ class Spark(_Subprocess):
             "--checkpoint-location", str(checkpoint),
             "--master", f"local[{self.cores}]",
             "--trigger-interval", self.TRIGGER,
-            # continuous (the latency scenario): INFO logs each batch's duration, plan and
-            # slowest task (one line a second), which explains the latency
-            "--log-level", "WARNING" if backfill else "INFO",
+            # INFO logs each batch's records, tasks, duration, slowest task and first record
+            # (a line per batch: a backfill cell is one to a few batches, the latency scenario
+            # one a second), which explains a slow job or the latency; kept in the work dir
+            "--log-level", "INFO",
         ]  # fmt: skip
         return [*cmd, "--backfill"] if backfill else cmd
 

@@ -339,7 +339,8 @@ def prepare_spark_archive(timeout: float = 300.0) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         return {"status": None, "seconds": round(time.monotonic() - started, 2),
                 "output": f"no answer in {timeout:.0f}s"}  # fmt: skip
-    out = (done.stdout + done.stderr).strip().splitlines()
+    # its answer is the last line of stdout (Spark's log lines go to stderr)
+    out = done.stdout.strip().splitlines() or done.stderr.strip().splitlines()
     return {
         "status": done.returncode,
         "seconds": round(time.monotonic() - started, 2),

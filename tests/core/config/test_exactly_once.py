@@ -45,18 +45,28 @@ def test_required_with_target_support_and_read_committed_runs_exactly_once() -> 
 
 
 def test_required_names_every_missing_piece() -> None:
+    # read_committed is mirrorlib's default (MM2 needs it written): only read_uncommitted fails
     with pytest.raises(ConfigError) as info:
-        build(**{"exactly.once.support": "required"})
+        build(
+            **{"exactly.once.support": "required", "a.consumer.isolation.level": "read_uncommitted"}
+        )
     message = str(info.value)
     assert "b.exactly.once.source.support=enabled" in message
-    assert "a.consumer.isolation.level=read_committed" in message
+    assert "a.consumer.isolation.level says read_uncommitted" in message
     only_isolation = {
         "exactly.once.support": "required",
         "b.exactly.once.source.support": "enabled",
+        "a->b.source.consumer.isolation.level": "read_uncommitted",
     }
     with pytest.raises(ConfigError, match="isolation.level") as info:
         build(**only_isolation)
     assert "exactly.once.source.support" not in str(info.value)
+    assert "a->b.source.consumer.isolation.level" in str(info.value)
+
+
+def test_required_needs_no_isolation_setting() -> None:
+    cfg = build(**{"exactly.once.support": "required", "b.exactly.once.source.support": "enabled"})
+    assert cfg.flow("a", "b").exactly_once_enabled
 
 
 def test_required_is_checked_only_for_flows_that_replicate() -> None:

@@ -257,14 +257,14 @@ def test_exactly_once_settings() -> None:
     assert cfg.flow("a", "b").offset_flush_interval == 5.0
     assert cfg.flow("b", "a").exactly_once_source_support == "disabled"
     with pytest.raises(ConfigError, match="isolation.level"):
-        from_map({"clusters": "a, b", "a->b.exactly.once.support": "required"})
-    ok = from_map(
-        {
-            "clusters": "a, b",
-            "a->b.exactly.once.support": "required",
-            "a.consumer.isolation.level": "read_committed",
-        }
-    )
+        from_map(
+            {
+                "clusters": "a, b",
+                "a->b.exactly.once.support": "required",
+                "a.consumer.isolation.level": "read_uncommitted",
+            }
+        )
+    ok = from_map({"clusters": "a, b", "a->b.exactly.once.support": "required"})
     assert ok.flow("a", "b").exactly_once_support == "required"
 
 

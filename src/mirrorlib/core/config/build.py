@@ -15,7 +15,14 @@ from typing import Final
 
 import attrs
 
-from mirrorlib.core.config.clients import ROLES, DroppedSetting, Setting, translate_client_settings
+from mirrorlib.core.config.clients import (
+    READ_UNCOMMITTED,
+    ROLES,
+    DroppedSetting,
+    Setting,
+    replication_isolation,
+    translate_client_settings,
+)
 from mirrorlib.core.config.filters import (
     ConfigPropertyFilter,
     DefaultConfigPropertyFilter,
@@ -316,12 +323,57 @@ class _Builder:
                 value=", ".join(transforms),
             )
         self.check_exactly_once(flow, connector)
+        self.check_isolation(flow, connector)
+
+    def check_isolation(self, flow: FlowConfig, connector: Mapping[str, Setting]) -> None:
+        """The replication consumer's ``isolation.level``, however the configuration sets it
+        (``<source>.consumer.``, ``<source>-><target>.consumer.``,
+        ``<source>-><target>.source.consumer.``…; :func:`flow_client_java` resolves it as MM2
+        does). mirrorlib reads ``read_committed`` unless told otherwise
+        (:func:`~mirrorlib.core.config.clients.replication_isolation`); an explicit
+        ``read_uncommitted`` is honoured with a warning naming the setting: the records of
+        aborted source transactions are then copied as committed ones (an exactly-once flow
+        ignores it, with a warning too). Any other value is refused."""
+        setting = flow_client_java(connector, "source", "consumer").get("isolation.level")
+        if setting is None or setting.origin == MIRRORLIB:
+            return
+        try:
+            level = replication_isolation(setting.value, exactly_once=False)
+        except ConfigError:
+            raise ConfigError(
+                f"{setting.origin}{self.parsed.where(setting.origin)} (flow {flow.name}): "
+                "expected read_committed (mirrorlib's default) or read_uncommitted",
+                key=setting.origin,
+                alias=flow.name,
+                value=setting.value,
+            ) from None
+        if level != READ_UNCOMMITTED or not flow.enabled:
+            return
+        if flow.exactly_once_enabled:
+            self.warn(
+                setting.origin,
+                f"ignored by flow {flow.name}: it runs exactly-once, which reads committed "
+                f"records only (records of aborted transactions on {flow.source} are not copied)",
+                "ignored",
+                flow.name,
+            )
+            return
+        self.warn(
+            setting.origin,
+            f"flow {flow.name} reads {flow.source} read_uncommitted: records of aborted "
+            f"transactions will be copied to {flow.target} as committed records (read_committed "
+            "consumers of the remote topics will read them). mirrorlib reads read_committed "
+            "by default (MM2 does not); remove the setting unless that is what you want",
+            "downgraded",
+            flow.name,
+        )
 
     def check_exactly_once(self, flow: FlowConfig, connector: Mapping[str, Setting]) -> None:
         """``exactly.once.support`` as Connect validates it: ``required`` needs the target's
         worker to run exactly-once (``<target>.exactly.once.source.support=enabled``, checked for
         a flow that replicates) and a ``read_committed`` source consumer (MirrorSourceConnector's
-        ``exactlyOnceSupport``); otherwise the connector is refused. ``requested`` without the
+        ``exactlyOnceSupport``; mirrorlib's default, so only an explicit ``read_uncommitted``
+        fails it where MM2 needs the setting written); otherwise the connector is refused. ``requested`` without the
         worker setting runs at-least-once, which Connect does silently; mirrorlib warns when the
         key was set explicitly."""
         key = flow.origin("exactly.once.support") or "exactly.once.support"
@@ -345,10 +397,10 @@ class _Builder:
                 f"{flow.exactly_once_source_support}; MM2's worker refuses the connector too)"
             )
         level = flow_client_java(connector, "source", "consumer").get("isolation.level")
-        if level is None or level.value.strip() != "read_committed":
+        if level is not None and level.value.strip().lower() == READ_UNCOMMITTED:
             needs.append(
-                "the source consumer's isolation.level=read_committed: set "
-                f"{flow.source}.consumer.isolation.level=read_committed"
+                f"the source consumer's isolation.level=read_committed: {level.origin} says "
+                "read_uncommitted (remove it: mirrorlib reads read_committed by default)"
             )
         if needs:
             raise ConfigError(

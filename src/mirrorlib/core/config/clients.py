@@ -27,6 +27,11 @@ the (masked) value and the librdkafka setting to use instead.
   ``ssl.endpoint.identification.algorithm=`` (empty) becomes ``none``.
 * **Dropped.** Serializers, interceptors, metric reporters, Java TLS/SASL tuning… are listed in
   :attr:`ClientSettings.dropped` with the reason, as is any key librdkafka does not know.
+
+The isolation level of the replication consumer (the flow's source consumer) is decided here too,
+for every engine: :func:`replication_isolation` — ``read_committed`` unless the configuration
+says ``read_uncommitted`` (and never for an exactly-once flow). MM2's default is
+``read_uncommitted``, which copies the records of aborted source transactions as committed ones.
 """
 
 from __future__ import annotations
@@ -38,17 +43,21 @@ from typing import Final
 
 import attrs
 
-from mirrorlib.core.config.keys import SECURITY_PROTOCOLS, is_sensitive
+from mirrorlib.core.config.keys import SECURITY_PROTOCOLS, is_sensitive, mask, masked_repr
 from mirrorlib.errors import ConfigError
 
 __all__ = [
+    "ISOLATION_LEVELS",
     "LIBRDKAFKA_PROPERTIES",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
     "ROLES",
     "ClientSettings",
     "DroppedSetting",
     "JaasEntry",
     "Setting",
     "parse_jaas",
+    "replication_isolation",
     "translate_client_settings",
 ]
 
@@ -205,6 +214,34 @@ _CLIENT_CREDENTIALS_RETRIEVERS: Final = (
 )
 
 
+READ_COMMITTED: Final = "read_committed"
+READ_UNCOMMITTED: Final = "read_uncommitted"
+ISOLATION_LEVELS: Final = (READ_COMMITTED, READ_UNCOMMITTED)
+
+
+def replication_isolation(configured: str | None, *, exactly_once: bool) -> str:
+    """The ``isolation.level`` of a flow's replication consumer, in every engine (the embedded
+    copier and its worker processes, Spark's copy tasks) and in every read that compares with
+    what it copies (the source end offsets of status and Spark's batches, ``verify``).
+
+    ``read_committed`` by default: records of aborted source transactions are not copied, and
+    the end of a partition is its last stable offset. ``read_uncommitted`` only when
+    ``configured`` (the consumer's ``isolation.level`` as the configuration resolves it, ``None``
+    when unset) says so, and never for an ``exactly_once`` flow. MM2 4.3.1 defaults to
+    ``read_uncommitted`` (:class:`~mirrorlib.core.config.MirrorConfig` warns when a flow is
+    configured that way)."""
+    if exactly_once or configured is None:
+        return READ_COMMITTED
+    level = configured.strip().lower()
+    if level not in ISOLATION_LEVELS:
+        raise ConfigError(
+            f"isolation.level={configured!r}: expected {READ_COMMITTED} or {READ_UNCOMMITTED}",
+            key="isolation.level",
+            value=configured,
+        )
+    return level
+
+
 @attrs.frozen
 class Setting:
     """A Java client setting: its ``value``, the key as the user wrote it (``origin``, e.g.
@@ -213,6 +250,10 @@ class Setting:
     value: str
     origin: str
     secret: bool = False
+
+    def __repr__(self) -> str:  # a secret is masked
+        shown = mask(self.origin, self.value, secret=self.secret)
+        return f"Setting(value={shown!r}, origin={self.origin!r}, secret={self.secret!r})"
 
 
 @attrs.frozen
@@ -229,7 +270,7 @@ class DroppedSetting:
 class ClientSettings:
     """A translated client configuration: librdkafka ``settings`` and the ``dropped`` ones."""
 
-    settings: Mapping[str, str]
+    settings: Mapping[str, str] = attrs.field(repr=masked_repr)  # secrets masked
     dropped: tuple[DroppedSetting, ...] = ()
 
     def as_dict(self) -> dict[str, str]:
@@ -246,7 +287,7 @@ class JaasEntry:
 
     module: str
     flag: str
-    options: Mapping[str, str]
+    options: Mapping[str, str] = attrs.field(repr=masked_repr)  # secrets masked
 
 
 _ESCAPES: Final[Mapping[str, str]] = {
@@ -336,10 +377,23 @@ def _word_end(text: str, i: int) -> int:
     return i
 
 
+_JAVA_CLASS: Final = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+
+
+def _module_name(word: str) -> str:
+    """``login module <word>`` for a message when ``word`` looks like a Java class name, else
+    ``the login module`` (the word may be a secret written in the wrong place)."""
+    if _JAVA_CLASS.fullmatch(word):
+        return f"login module {word}"
+    return "the login module"
+
+
 def parse_jaas(text: str) -> tuple[JaasEntry, ...]:
     """Parse a ``sasl.jaas.config`` value into its login modules.
 
-    Raises ``ValueError`` (without the text, which holds secrets) when it is malformed.
+    Raises ``ValueError`` (without the text, which holds secrets) when it is malformed: the
+    message names a login module only when it looks like a Java class name, and never repeats
+    another word of the text (a misplaced password would be one).
     """
     tokens = _jaas_tokens(text)
     entries: list[JaasEntry] = []
@@ -348,31 +402,34 @@ def parse_jaas(text: str) -> tuple[JaasEntry, ...]:
         kind, module = tokens[i]
         if kind != "word":
             raise ValueError("expected a login module class name")
+        name = _module_name(module)
         if i + 1 >= len(tokens) or tokens[i + 1][0] != "word":
-            raise ValueError(f"login module {module} has no control flag (e.g. 'required')")
+            raise ValueError(f"{name} has no control flag (e.g. 'required')")
         flag = tokens[i + 1][1].lower()
         if flag not in _FLAGS:
             raise ValueError(
-                f"invalid control flag {tokens[i + 1][1]!r} for {module}; "
-                f"expected one of {', '.join(_FLAGS)}"
+                f"invalid control flag for {name}; expected one of {', '.join(_FLAGS)}"
             )
         i += 2
         options: dict[str, str] = {}
         while True:
             if i >= len(tokens):
-                raise ValueError(f"login module {module} is not terminated by ';'")
+                raise ValueError(f"{name} is not terminated by ';'")
             kind, word = tokens[i]
             if kind == ";":
                 i += 1
                 break
             if kind != "word":
-                raise ValueError(f"expected an option name in {module}")
+                raise ValueError(f"expected an option name in {name}")
             if (
                 i + 2 >= len(tokens)
                 or tokens[i + 1][0] != "="
                 or tokens[i + 2][0] not in ("word", "str")
             ):
-                raise ValueError(f"value not specified for option {word!r} in {module}")
+                raise ValueError(
+                    f"value not specified for option {len(options) + 1} of {name} "
+                    f"(options are key=value)"
+                )
             options[word] = tokens[i + 2][1]
             i += 3
         entries.append(JaasEntry(module, flag, options))

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import attrs
 
 from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.config.keys import masked_repr
 from mirrorlib.core.policy import ReplicationPolicy
 
 __all__ = ["NEVER", "FlowSettings"]
@@ -57,15 +58,15 @@ class FlowSettings:
     should_replicate_topic: Callable[[str], bool]
     should_replicate_group: Callable[[str], bool]
     should_replicate_config_property: Callable[[str], bool]
-    # clients (librdkafka)
-    source_consumer: Mapping[str, str]
-    source_admin: Mapping[str, str]
-    target_producer: Mapping[str, str]
-    target_consumer: Mapping[str, str]
-    target_admin: Mapping[str, str]
-    offset_syncs_producer: Mapping[str, str]
-    offset_syncs_consumer: Mapping[str, str]
-    offset_syncs_admin: Mapping[str, str]
+    # clients (librdkafka); their secrets are masked in the repr (keys.masked_repr)
+    source_consumer: Mapping[str, str] = attrs.field(repr=masked_repr)
+    source_admin: Mapping[str, str] = attrs.field(repr=masked_repr)
+    target_producer: Mapping[str, str] = attrs.field(repr=masked_repr)
+    target_consumer: Mapping[str, str] = attrs.field(repr=masked_repr)
+    target_admin: Mapping[str, str] = attrs.field(repr=masked_repr)
+    offset_syncs_producer: Mapping[str, str] = attrs.field(repr=masked_repr)
+    offset_syncs_consumer: Mapping[str, str] = attrs.field(repr=masked_repr)
+    offset_syncs_admin: Mapping[str, str] = attrs.field(repr=masked_repr)
     # topics
     offset_storage_topic: str
     offset_storage_partitions: int

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Final
 
 import attrs
 
@@ -54,6 +54,8 @@ __all__ = [
     "is_worker_key",
     "key_spec",
     "mask",
+    "masked",
+    "masked_repr",
     "parse_list",
     "parse_value",
     "render_markdown_table",
@@ -994,6 +996,8 @@ _SENSITIVE_WORDS: Final = (
     ".pem",
     "private.key",
     "token",
+    "user.info",  # basic.auth.user.info (user:password)
+    "oauthbearer.config",  # librdkafka's sasl.oauthbearer.config (may hold a client secret)
 )
 
 
@@ -1010,6 +1014,20 @@ def mask(key: str, value: str | None, *, secret: bool = False) -> str | None:
     if value is None:
         return None
     return "[hidden]" if secret or is_sensitive(key) else value
+
+
+def masked(values: Mapping[str, Any], secret_keys: Collection[str] = ()) -> dict[str, Any]:
+    """``values`` as they may be shown (a repr, a message): the value of every secret key
+    (:func:`is_sensitive`, or one of ``secret_keys``) replaced by ``[hidden]``."""
+    return {
+        key: "[hidden]" if key in secret_keys or is_sensitive(str(key)) else value
+        for key, value in values.items()
+    }
+
+
+def masked_repr(values: Mapping[str, Any]) -> str:
+    """``repr`` of :func:`masked` ``values`` (an ``attrs`` field's ``repr``)."""
+    return repr(masked(values))
 
 
 def inline_comment_hint(value: str) -> str:

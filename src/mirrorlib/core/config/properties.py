@@ -39,6 +39,7 @@ from typing import Final
 import attrs
 import javaproperties
 
+from mirrorlib.core.config.keys import masked, masked_repr
 from mirrorlib.errors import ConfigError
 
 __all__ = [
@@ -63,7 +64,7 @@ class ParsedProperties:
     names the file, for messages.
     """
 
-    values: Mapping[str, str]
+    values: Mapping[str, str] = attrs.field(repr=masked_repr)  # secrets masked
     lines: Mapping[str, int] = attrs.field(factory=dict)
     origin: str | None = None
 
@@ -136,6 +137,10 @@ class ResolvedProperties:
 
     values: Mapping[str, str]
     secret_keys: frozenset[str]
+
+    def __repr__(self) -> str:  # secrets masked
+        shown = masked(self.values, self.secret_keys)
+        return f"ResolvedProperties(values={shown!r}, secret_keys={sorted(self.secret_keys)!r})"
 
 
 _Lookup = Callable[[str, str, str], str]  # (path, key, config key) -> value

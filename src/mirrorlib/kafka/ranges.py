@@ -186,7 +186,9 @@ class SourceView:
                 source_alias=s.source,
                 target_alias=s.target,
                 partitions=self.offsets_topic_partitions,
-                read_committed=s.exactly_once_enabled,
+                # always: worker processes and exactly-once copiers store positions in
+                # transactions, and an aborted one can be ahead of records never written
+                read_committed=True,
             )
         self._positions.refresh(timeout=s.admin_timeout)
         low, high = self.watermarks(tps)

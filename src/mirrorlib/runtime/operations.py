@@ -82,13 +82,18 @@ def check_clusters(config: MirrorConfig, aliases: Iterable[str], timeout: float)
 def _positions(
     config: MirrorConfig, flow: FlowConfig, timeout: float
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """The flow's stored positions (next offset to replicate) and when each was stored (ms)."""
+    """The flow's stored positions (next offset to replicate) and when each was stored (ms).
+
+    Read ``read_committed`` whatever the flow's delivery mode: worker processes (``tasks.max``
+    > 1) and exactly-once copiers store positions in transactions, and a position of an aborted
+    one can be ahead of records that never landed. A transaction left open (a killed worker)
+    is waited for, up to :data:`~mirrorlib.kafka.positions.OPEN_TRANSACTION_WAIT` seconds."""
     from mirrorlib.kafka.positions import PositionStore
 
     store = PositionStore(
         config.client_config(flow.target, "consumer"), flow.offset_storage_topic,
         source_alias=flow.source, target_alias=flow.target,
-        partitions=flow.offset_storage_partitions, read_committed=flow.exactly_once_enabled,
+        partitions=flow.offset_storage_partitions, read_committed=True,
     )  # fmt: skip
     try:
         store.refresh(timeout=timeout)

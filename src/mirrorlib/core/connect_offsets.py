@@ -15,6 +15,13 @@ exact order Java's ``HashMap`` iterates them, because Connect looks keys up by t
 user can switch a flow from MM2 to mirrorlib and back without re-copying anything. Connect also
 partitions this topic by the murmur2 hash of the key bytes; :func:`murmur2_partition` gives the
 same partition as Java's default partitioner.
+
+**Topic IDs (beyond MM2).** mirrorlib adds the IDs of the source topic and of the remote topic
+the position was read from and written to: ``{"offset":99,"topic_id":"…","remote_topic_id":"…"}``
+(:mod:`mirrorlib.core.incarnations`: a re-created topic is a new log). MM2 reads only
+``offset`` from the value (``MirrorUtils.unwrapOffset``; ``validateSourceOffset`` checks only
+that key too) and writes it alone, so the extra fields never stop MM2 from taking over; a
+position written by MM2 has none, and mirrorlib records them with the next position it writes.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class SourcePosition:
     topic: str
     partition: int
     offset: int | None
+    topic_id: str | None = None  # the source topic's id (Kafka's base64 text), when stored
+    remote_topic_id: str | None = None  # the remote topic's id, when stored
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -67,7 +76,14 @@ class SourcePosition:
         )
 
     def encode_value(self) -> bytes | None:
-        return None if self.offset is None else _dumps({"offset": self.offset})
+        if self.offset is None:
+            return None
+        value: dict[str, object] = {"offset": self.offset}
+        if self.topic_id is not None:
+            value["topic_id"] = self.topic_id
+        if self.remote_topic_id is not None:
+            value["remote_topic_id"] = self.remote_topic_id
+        return _dumps(value)
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> SourcePosition | None:
@@ -110,7 +126,10 @@ class SourcePosition:
             return cls(cluster, topic, partition, None)
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise CodecError(f"MirrorSourceConnector offset is not an integer: {value[:80]!r}")
-        return cls(cluster, topic, partition, offset)
+        assert isinstance(parsed_value, dict)
+        ids = [parsed_value.get(k) for k in ("topic_id", "remote_topic_id")]
+        topic_id, remote_id = (i if isinstance(i, str) and i else None for i in ids)
+        return cls(cluster, topic, partition, offset, topic_id, remote_id)
 
 
 def murmur2(data: bytes) -> int:

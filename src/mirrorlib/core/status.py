@@ -254,6 +254,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "checkpoint-count"),
     MetricSpec("offset_syncs_total", "counter", "Offset syncs written.", _FLOW,
                "offset-sync-count"),
+    MetricSpec("new_incarnations_total", "counter", "Source partitions copied again from their "
+               "first offset because the source or the remote topic was deleted and created "
+               "again (a new topic id).", _FLOW, "new-incarnation-count"),
     MetricSpec("stalled_partitions", "gauge", "Partitions of the flow that are stalled.", _FLOW),
     MetricSpec("flow_stalled", "gauge", "1 while the flow is stalled (a stalled partition, or "
                "the target producer cannot get a producer id or reach its coordinator).", _FLOW),
@@ -618,6 +621,11 @@ class FlowStatus(FlowLagView["PartitionStatus"]):
     offset_syncs_emitted: int
     stalled: str | None = None  # why the flow is stalled, if it is
     workers: tuple[WorkerStatus, ...] = ()  # copier worker processes (tasks.max > 1)
+    #: source partitions copied again from their first offset: a new incarnation of the source
+    #: or remote topic (deleted and created again; mirrorlib.core.incarnations)
+    new_incarnations: int = 0
+    #: the last such events (topic, partition, what happened), newest last
+    incarnation_events: tuple[str, ...] = ()
 
 
 class StatsRegistry:
@@ -651,6 +659,8 @@ class StatsRegistry:
         self.last_checkpoint_ms: int | None = None
         self.checkpoints_emitted = 0
         self.offset_syncs_emitted = 0
+        self.new_incarnations = 0  # see FlowStatus.new_incarnations
+        self._incarnation_events: deque[str] = deque(maxlen=10)
         self.checkpoint_latency = _Window(Histogram())
         # see mirrorlib.runtime.checkpoints: commit -> checkpoint bound, and the syncs' age
         self.checkpoint_commit_age = _Window()
@@ -828,7 +838,21 @@ class StatsRegistry:
             offset_syncs_emitted=self.offset_syncs_emitted,
             stalled=summary.stalled,
             workers=self.workers,
+            new_incarnations=self.new_incarnations,
+            incarnation_events=tuple(self._incarnation_events),
         )
+
+    def incarnations(self) -> tuple[int, tuple[str, ...]]:
+        """:attr:`FlowStatus.new_incarnations` and :attr:`FlowStatus.incarnation_events`."""
+        with self._lock:
+            return self.new_incarnations, tuple(self._incarnation_events)
+
+    def new_incarnation(self, event: str, count: int = 1) -> None:
+        """``count`` source partitions start copying a new incarnation (``event`` says which
+        and why; see :attr:`FlowStatus.new_incarnations`)."""
+        with self._lock:
+            self.new_incarnations += count
+            self._incarnation_events.append(event)
 
     def _rates(self, now: float | None = None) -> dict[tuple[str, int], tuple[float, float]]:
         now = time.monotonic() if now is None else now
@@ -875,6 +899,7 @@ class StatsRegistry:
         )
         out.append(Metric("checkpoint-count", base, self.checkpoints_emitted))
         out.append(Metric("offset-sync-count", base, self.offset_syncs_emitted))
+        out.append(Metric("new-incarnation-count", base, self.new_incarnations))
         return out
 
     def scrape(self, now: float | None = None) -> tuple[FlowSummary, list[Family]]:
@@ -997,6 +1022,7 @@ class StatsRegistry:
         yield Family(_SPEC["checkpoint_latency_seconds"], ((flow, checkpoint.value()),))
         yield Family(_SPEC["checkpoints_total"], ((flow, float(self.checkpoints_emitted)),))
         yield Family(_SPEC["offset_syncs_total"], ((flow, float(self.offset_syncs_emitted)),))
+        yield Family(_SPEC["new_incarnations_total"], ((flow, float(self.new_incarnations)),))
         yield Family(_SPEC["stalled_partitions"], ((flow, float(summary.stalled_partitions)),))
         yield Family(_SPEC["flow_stalled"], ((flow, 1.0 if summary.stalled else 0.0),))
 

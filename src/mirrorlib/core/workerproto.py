@@ -171,6 +171,10 @@ class Report:
     pid: int
     partitions: tuple[PartitionReport, ...]
     errors: tuple[str, ...]
+    #: partitions the worker started copying as a new incarnation (counted from its start), and
+    #: the last such events (see mirrorlib.core.status.FlowStatus.new_incarnations)
+    new_incarnations: int = 0
+    incarnation_events: tuple[str, ...] = ()
 
 
 _SyncRow = tuple[str, int, int, int, str, int]
@@ -225,11 +229,15 @@ def _of_rows(kind: type[Syncs | SyncsFailed], rows: tuple[_SyncRow, ...]) -> Syn
 @attrs.frozen
 class Exit:
     """The worker ends: ``fenced`` when its producer died or was fenced (its slot may have a
-    newer process), ``failed`` when the flow must stop (data loss)."""
+    newer process), ``failed`` when the flow must stop (data loss). ``clean``: it stopped
+    cleanly, its last transaction committed (or aborted) and its producer closed, so its slot's
+    transactional id has no open transaction and needs no fence; sent only by a worker that
+    exits with status 0 right after."""
 
     reason: str
     fenced: bool = False
     failed: bool = False
+    clean: bool = False
 
 
 def encode_frame(message: object) -> bytes:
@@ -289,6 +297,16 @@ class ReportMerger:
 
     def __init__(self) -> None:
         self._last: dict[Key, PartitionReport] = {}
+        self._incarnations = 0
+
+    def new_incarnations(self, report: Report) -> tuple[str, ...]:
+        """The new-incarnation events of ``report`` not counted yet (one per partition)."""
+        count = max(report.new_incarnations - self._incarnations, 0)
+        self._incarnations = max(report.new_incarnations, self._incarnations)
+        if not count:
+            return ()
+        events = report.incarnation_events[-count:]
+        return (*(("",) * (count - len(events))), *events)
 
     def apply(self, report: PartitionReport, stats: PartitionStats) -> None:
         key = (report.topic, report.partition)

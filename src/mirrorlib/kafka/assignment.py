@@ -9,6 +9,14 @@ that left the group holding them (:class:`~mirrorlib.kafka.fencing.DepartedFence
 partition starts at its stored position, else where ``auto.offset.reset`` says; with ``latest``,
 where it started in the first client life is kept across client restarts. See
 :mod:`mirrorlib.kafka.copier`.
+
+Incarnations (:mod:`mirrorlib.core.incarnations`): when partitions are assigned, the topic IDs
+of their source and remote topics are described and compared with the IDs stored with their
+positions; a topic deleted and created again (either side) is copied from its first offset,
+with a warning. While copying, the IDs are described again every
+``refresh.topics.interval.seconds`` (at most every :data:`INCARNATION_CHECK_MAX_S`): a topic
+re-created meanwhile has its partitions revoked (their positions stored) and assigned again,
+which applies the same rule.
 """
 
 from __future__ import annotations
@@ -23,19 +31,23 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.incarnations import Incarnation, StartKind, resume
 from mirrorlib.core.pacing import batch_budget
 from mirrorlib.kafka.fencing import DepartedFence
+from mirrorlib.kafka.incarnations import TopicIds
 from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.static_member import leave_group
 
-__all__ = ["Assignment", "DirectAssignment"]
+__all__ = ["INCARNATION_CHECK_MAX_S", "Assignment", "DirectAssignment"]
 
 # the copier's records: logged under its name
 log = logging.getLogger("mirrorlib.kafka.copier")
 
 # seconds between two renewals of a stale static-member assignment
 _RESUBSCRIBE_MIN_S = 10.0
+#: seconds between two checks of the copied topics' IDs at most (re-created topics)
+INCARNATION_CHECK_MAX_S = 30.0
 
 
 class DirectAssignment:
@@ -106,6 +118,10 @@ class Assignment:
         # what a rebalance callback raised: librdkafka calls them inside the consumer's poll,
         # where an exception must not escape (raise_callback_error re-raises it after the poll)
         self._callback_error: Exception | None = None
+        # topic ids (mirrorlib.core.incarnations): described, and those positions are written with
+        self._topic_ids = TopicIds(ctx.s)
+        self._bound: dict[str, Incarnation] = {}
+        self._ids_checked = time.monotonic()
 
     def idle(self) -> bool:
         """Nothing to copy: no partition given (worker mode), or no topic to subscribe to."""
@@ -288,6 +304,7 @@ class Assignment:
         started = time.monotonic()
         self._positions.refresh(timeout=s.admin_timeout)
         log.debug("flow %s: positions read in %.2fs", s.name, time.monotonic() - started)
+        current = self._describe({t.topic for t in partitions})
         assign = []
         for ktp in partitions:
             key = (ktp.topic, ktp.partition)
@@ -299,16 +316,8 @@ class Assignment:
             part = Part(key, remote, stats, ctx.ready.append)
             part.max_bytes = rt.max_message_bytes if rt is not None else None
             part.budget = batch_budget(part.max_bytes, ctx.batch_size)
-            last = self._positions.last_replicated(*key)
-            part.acked = last
             ctx.parts[key] = part
-            if last is not None:
-                start = last + 1
-                stats.position = start
-            elif s.auto_offset_reset == "latest":
-                start = self._starts.get(key, OFFSET_END)
-            else:
-                start = OFFSET_BEGINNING
+            start = self._start(part, current.get(ktp.topic, Incarnation()))
             ctx.emitter.forget(part.tp)
             if rt is not None and ktp.partition >= rt.partitions:
                 part.parked_until = time.monotonic() + 1.0
@@ -320,6 +329,94 @@ class Assignment:
             part = ctx.parts[(ktp.topic, ktp.partition)]
             if part.parked_until:
                 consumer.pause([KafkaTopicPartition(ktp.topic, ktp.partition)])
+
+    # -- incarnations (re-created topics) --------------------------------------------------------
+
+    def _start(self, part: Part, now_ids: Incarnation) -> int:
+        """Where a partition just assigned starts (:func:`~mirrorlib.core.incarnations.resume`:
+        after its stored position, from its first offset when the source or remote topic is a
+        new incarnation, or where ``auto.offset.reset`` says)."""
+        ctx = self._ctx
+        s, key = ctx.s, part.key
+        last = self._positions.last_replicated(*key)
+        stored_ids = self._positions.stored_incarnation(*key)
+        rule = resume(
+            key[0], key[1], stored=last, stored_ids=stored_ids, current=now_ids,
+            remote_topic=part.remote,
+        )  # fmt: skip
+        part.same_log = last is None or (
+            stored_ids.source_id is not None and stored_ids.source_id == now_ids.source_id
+        )
+        if rule.new_incarnation:
+            log.warning("flow %s: %s", s.name, rule.warning)
+            ctx.stats.new_incarnation(f"{key[0]}-{key[1]}: {rule.warning}")
+            part.same_log = True
+            return OFFSET_BEGINNING
+        if rule.kind is StartKind.STORED:
+            assert last is not None
+            part.acked = last
+            part.stats.position = last + 1
+            return last + 1
+        if s.auto_offset_reset == "latest":
+            return self._starts.get(key, OFFSET_END)
+        return OFFSET_BEGINNING
+
+    def _describe(self, topics: set[str]) -> dict[str, Incarnation]:
+        """The topic IDs of ``topics`` and their remote topics now; IDs written with their
+        positions from now on (an ID not described keeps the one known)."""
+        ctx = self._ctx
+        s = ctx.s
+        remotes = {}
+        for topic in topics:
+            rt = ctx.remote_of.get(topic)
+            remotes[topic] = (
+                rt.name if rt is not None else s.policy.format_remote_topic(s.source, topic)
+            )
+        try:
+            current = self._topic_ids.describe(remotes)
+        except Exception as exc:  # nothing concluded: positions are used as stored
+            log.warning("flow %s: topic ids of %s not described: %s", s.name, sorted(topics), exc)
+            return {}
+        for topic, ids in current.items():
+            old = self._bound.get(topic, Incarnation())
+            bound = Incarnation(ids.source_id or old.source_id, ids.remote_id or old.remote_id)
+            self._bound[topic] = bound
+            self._positions.bind(topic, bound)
+        return current
+
+    def check_incarnations(self, now: float, *, topics: set[str] | None = None) -> bool:
+        """Describe the copied topics' IDs again (every ``refresh.topics.interval.seconds``, at
+        most :data:`INCARNATION_CHECK_MAX_S`; ``topics``: these, now): the partitions of a topic
+        re-created on either side since are revoked (positions stored) and assigned again, which
+        copies them from the new log's first offset (:meth:`_on_assign`). Returns whether any
+        was."""
+        ctx = self._ctx
+        if topics is None:
+            every = min(max(ctx.s.refresh_topics_interval, 1.0), INCARNATION_CHECK_MAX_S)
+            if now - self._ids_checked < every or not ctx.parts:
+                return False
+            topics = {key[0] for key in ctx.parts}
+        self._ids_checked = now
+        before = {t: self._bound.get(t, Incarnation()) for t in topics}
+        current = self._describe(topics)
+        changed = sorted(
+            t
+            for t, ids in current.items()
+            if _differs(before[t].source_id, ids.source_id)
+            or _differs(before[t].remote_id, ids.remote_id)
+        )
+        if not changed:
+            return False
+        for topic in changed:
+            # positions of the old incarnation are stored with its ids, then compared anew
+            self._bound[topic] = before[topic]
+            self._positions.bind(topic, before[topic])
+        keys = sorted(key for key in ctx.parts if key[0] in changed)
+        log.info("flow %s: topics re-created: %s; assigning %s again", ctx.s.name, changed, keys)
+        tps = [KafkaTopicPartition(t, p) for t, p in keys]
+        self._on_revoke(ctx.consumer, tps)
+        self._on_assign(ctx.consumer, tps)
+        return True
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         keys = {(t.topic, t.partition) for t in partitions}
@@ -346,3 +443,7 @@ class Assignment:
                 ctx.queued.discard(part)
             ctx.stats.drop_partition(*key)
         ctx.committer.forget(keys)
+
+
+def _differs(old: str | None, new: str | None) -> bool:
+    return old is not None and new is not None and old != new

@@ -196,6 +196,8 @@ class PositionCommitter(Committer):
     def acknowledged(self, part: PartitionProgress, acks: Acknowledged) -> None:
         up_last = acks.upstream[-1]
         part.stats.record_count += acks.count
+        if part.acked is not None and up_last <= part.acked:
+            return  # acknowledged after the position moved past it (a skipped gap): stays
         part.acked = up_last
         part.stats.position = up_last + 1
         self._moved.add(part.key)

@@ -161,6 +161,8 @@ class Copier:
         self._sync_sink = sync_sink
         self.fenced: str | None = None
         """Why the copier ended because its (worker) producer died or was fenced."""
+        self.final_flush_failed: str | None = None
+        """Why the last flush of positions (exactly-once: the commit) at a stop failed."""
         self.catalog = catalog
         self.stats = stats
         self.positions = positions
@@ -179,6 +181,9 @@ class Copier:
         self._parking = Parking(ctx, refresh_metadata=self._refresh_target_metadata)
         self._assignment = Assignment(
             ctx, catalog, positions, assignment, refresh_metadata=self._refresh_target_metadata
+        )
+        self._parking.recheck = lambda topic: self._assignment.check_incarnations(
+            time.monotonic(), topics={topic}
         )
         committer = TransactionCommitter if transactional_id else committer_for(settings)
         self.committer: Committer = committer(
@@ -260,6 +265,7 @@ class Copier:
             if graceful and self.failed is None:
                 self.committer.checkpoint(final=True)
         except Exception as exc:  # closing must not hide the original problem
+            self.final_flush_failed = str(exc)  # (a worker's transaction may be left open)
             log.warning("flow %s: final position flush failed: %s", self.s.name, exc)
         if consumer is not None:
             try:
@@ -469,6 +475,8 @@ class Copier:
                 self._last_latency_sample = now
             if now - self._last_watermarks >= 2.0:
                 assignment.check_static_assignment(now)
+                if assignment.check_incarnations(now):
+                    continue  # (a re-created topic's partitions were assigned again)
                 self._refresh_end_offsets()
                 self._last_watermarks = now
                 waiting = any(p.outstanding for p in self._parts.values())
@@ -499,6 +507,9 @@ class Copier:
         for msg in msgs:
             err = msg.error()
             if err is not None:
+                if part is not None and last_off >= 0:  # (before the error moves positions)
+                    self._end_run(part, last_off, last_ts, nbytes)
+                part, last_off, nbytes, cur_partition = None, -1, 0, -1
                 consume_error(msg, err)
                 continue
             topic = msg.topic()

@@ -6,8 +6,11 @@ A record the target refuses (or that the remote topic's ``max.message.bytes`` wo
 A batch refused as too large is sent again at once in smaller batches
 (:mod:`mirrorlib.core.pacing`); records withdrawn with an aborted transaction are sent again at
 once too. A source position the
-log no longer holds (offset out of range) is data loss: it fails the flow or, with
-``data.loss.action=continue``, is skipped and counted. See :mod:`mirrorlib.kafka.copier`.
+log no longer holds (offset out of range) is decided by
+:func:`~mirrorlib.core.incarnations.out_of_range`: below the log start it is data loss (it fails
+the flow or, with ``data.loss.action=continue``, is skipped and counted); past the log end it is
+a truncated log (resumed at its new end) or, with no topic id to tell, a re-created topic
+(copied again from its start), with a warning. See :mod:`mirrorlib.kafka.copier`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.acks import Acknowledged, PartitionProgress
+from mirrorlib.core.incarnations import out_of_range
 from mirrorlib.core.pacing import RECORD_OVERHEAD, halved_budget, record_size
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import consumer_dead
@@ -73,6 +77,9 @@ class Parking:
     ) -> None:
         self._ctx = ctx
         self._refresh_metadata = refresh_metadata
+        #: describes the topic's IDs again; True when it was re-created (its partitions are
+        #: assigned again: mirrorlib.kafka.assignment); set by the copier
+        self.recheck: Callable[[str], bool] = lambda _topic: False
 
     # -- refusals --------------------------------------------------------------------------------
 
@@ -269,7 +276,8 @@ class Parking:
         s = self._ctx.s
         code = err.code()
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            self._on_out_of_range(msg.topic(), msg.partition(), err)
+            fetched = msg.offset()
+            self._on_out_of_range(msg.topic(), msg.partition(), err, fetched or -1)
             return
         if consumer_dead(err):  # the copier recreates its clients
             self._ctx.fatal["source"] = err
@@ -280,40 +288,65 @@ class Parking:
         self._ctx.stats.set_error("source", f"{s.source}: {err.str()}")
         log.warning("flow %s: source consumer error: %s", s.name, err.str())
 
-    def _on_out_of_range(self, topic: str | None, partition: int | None, err: KafkaError) -> None:
+    def _on_out_of_range(
+        self, topic: str | None, partition: int | None, err: KafkaError, fetched: int
+    ) -> None:
+        """The next offset to copy of a partition is not in the source log any more
+        (:func:`~mirrorlib.core.incarnations.out_of_range` says what that means and where
+        copying resumes)."""
         if topic is None or partition is None:
             raise KafkaException(err)
         ctx = self._ctx
         s = ctx.s
-        part = ctx.parts.get((topic, partition))
+        key = (topic, partition)
+        part = ctx.parts.get(key)
         if part is None:
             return
+        if self.recheck(topic):  # re-created: its partitions were assigned again (positions
+            ctx.committer.begin()  # stored: exactly-once committed; the copy goes on in a new one)
+            return
+        # What was read before is settled first: acknowledged records move the position and
+        # are not lost; no acknowledgement may come in after the position moved.
+        committer = ctx.committer
+        if part.outstanding and committer.producer is not None:
+            committer.producer.flush(s.admin_timeout)
+            committer.drain_acks()
+            if ctx.parts.get(key) is not part:
+                return
+            if part.outstanding:  # the target does not answer: start again from the positions
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records in flight of "
+                                     f"{topic}-{partition} not acknowledged"))  # fmt: skip
         low, high = ctx.consumer.get_watermark_offsets(
             KafkaTopicPartition(topic, partition), timeout=s.admin_timeout
         )
-        expected = 0 if part.acked is None else part.acked + 1
-        if expected < low:
-            lost = (expected, low - 1)
-            what = f"retention removed offsets {lost[0]}..{lost[1]} before they were replicated"
-            resume = low
-        else:
-            lost = (high, expected - 1)
-            what = (
-                f"the log ends at {high} but the stored position is {expected} "
-                "(topic deleted and recreated, or truncated)"
+        done = max(-1 if part.acked is None else part.acked, part.txn_last or -1)
+        decision = out_of_range(
+            topic, partition, next_offset=max(done + 1, fetched), low=low, high=high,
+            same_log=part.same_log,
+        )  # fmt: skip
+        resume = decision.resume
+        if decision.lost is not None:
+            count = decision.lost_count
+            message = (
+                f"data loss on {s.source} {topic}-{partition}: {decision.message}; "
+                f"{count} record(s) cannot be replicated"
             )
-            resume = low
-        count = max(lost[1] - lost[0] + 1, 0)
-        message = (
-            f"data loss on {s.source} {topic}-{partition}: {what}; "
-            f"{count} record(s) cannot be replicated"
-        )
-        if s.data_loss_action == "fail":
-            raise DataLossError(message + " (flow stopped; set data.loss.action=continue to skip)")
-        log.error("%s; continuing at offset %d as data.loss.action=continue", message, resume)
-        part.stats.lost_records += count
-        part.stats.error = message
+            if s.data_loss_action == "fail":
+                raise DataLossError(
+                    message + " (flow stopped; set data.loss.action=continue to skip)"
+                )
+            log.error("%s; continuing at offset %d as data.loss.action=continue", message, resume)
+            part.stats.lost_records += count
+            part.stats.error = message
+        else:
+            log.warning("flow %s: %s on %s", s.name, decision.message, s.source)
+        part.same_log = True  # positions from here on are in this log
         ctx.emitter.reset(part.tp)  # the next record starts a new chain of offset syncs
         self.seek(part, resume)
-        part.acked = resume - 1 if resume > 0 else None
-        ctx.committer.moved(part.key)
+        if committer.in_transaction:
+            # written with the transaction's records (an abort rewinds to the committed one)
+            part.txn_last = resume - 1 if resume > 0 else None
+        else:
+            part.acked = resume - 1 if resume > 0 else None
+        part.stats.position = resume
+        committer.moved(part.key)

@@ -35,6 +35,7 @@ class Part(PartitionProgress):
         "pending",
         "probe_at",
         "remote",
+        "same_log",
         "sampled_ts",
         "throttled",
     )
@@ -58,6 +59,10 @@ class Part(PartitionProgress):
         # A retry sends the record it was parked at to the target once, whatever the known
         # max.message.bytes says: the limit may have been raised since it was read (it is cached).
         self.probe_at: int | None = None
+        # its position is known to belong to the source log there now (the topic id stored with
+        # it is the current one, or this copier started the partition in this incarnation):
+        # a position past the log end then means a truncated log (mirrorlib.core.incarnations)
+        self.same_log = False
 
     def first_to_copy_again(self) -> int | None:
         """With nothing acknowledged: the first upstream offset still to be copied — the first

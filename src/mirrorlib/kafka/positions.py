@@ -3,7 +3,9 @@
 Positions live in the Connect offsets topic ``mm2-offsets.<source>.internal`` on the target
 cluster, in MM2's exact record format (:mod:`mirrorlib.core.connect_offsets`), so MM2 and mirrorlib
 can take over from each other. Each record holds the last replicated upstream offset of one
-source partition; the latest record per key wins.
+source partition; the latest record per key wins. A position also holds the IDs of the source
+and remote topics it belongs to (:mod:`mirrorlib.core.incarnations`): the IDs the copier
+binds to a topic (:meth:`~PositionStore.bind`) are written with each of its positions.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.errors import CodecError
 from mirrorlib.kafka.topiclog import TopicLog
 
@@ -53,6 +56,8 @@ class PositionStore:
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, int], int] = {}
         self._stored_at: dict[tuple[str, int], int] = {}  # record timestamps (ms)
+        self._ids: dict[tuple[str, int], Incarnation] = {}  # the topic ids stored with each
+        self._bound: dict[str, Incarnation] = {}  # the topic ids written with new positions
         self.corrupt_records = 0
 
     def _handle(self, msg: Any) -> None:
@@ -75,9 +80,11 @@ class PositionStore:
         if pos.offset is None or pos.offset < 0:
             self._positions.pop(key, None)
             self._stored_at.pop(key, None)
+            self._ids.pop(key, None)
         else:
             self._positions[key] = pos.offset
             self._stored_at[key] = msg.timestamp()[1]
+            self._ids[key] = Incarnation(pos.topic_id, pos.remote_topic_id)
 
     def refresh(self, timeout: float = 60.0) -> None:
         """Catch up with the offsets topic (other processes may have written to it).
@@ -95,6 +102,22 @@ class PositionStore:
         with self._lock:
             return self._positions.get((topic, partition))
 
+    def stored_incarnation(self, topic: str, partition: int) -> Incarnation:
+        """The topic IDs stored with the position of a source partition (none known: both
+        ``None``)."""
+        with self._lock:
+            return self._ids.get((topic, partition), Incarnation())
+
+    def incarnations(self) -> dict[tuple[str, int], Incarnation]:
+        with self._lock:
+            return dict(self._ids)
+
+    def bind(self, topic: str, ids: Incarnation) -> None:
+        """The topic IDs of ``topic`` (source) and its remote topic now: written with every
+        position of it from now on."""
+        with self._lock:
+            self._bound[topic] = ids
+
     def all(self) -> dict[tuple[str, int], int]:
         with self._lock:
             return dict(self._positions)
@@ -111,7 +134,10 @@ class PositionStore:
         (``(topic, partition, last_replicated_offset)``), partitioned as Connect would."""
         out = []
         for topic, partition, offset in positions:
-            pos = SourcePosition(self.source_alias, topic, partition, offset)
+            ids = self._bound.get(topic, Incarnation())
+            pos = SourcePosition(
+                self.source_alias, topic, partition, offset, ids.source_id, ids.remote_id
+            )
             key = pos.encode_key()
             out.append((murmur2_partition(key, self.num_partitions), key, pos.encode_value()))
         return out
@@ -121,6 +147,7 @@ class PositionStore:
         with self._lock:
             self._positions[(topic, partition)] = offset
             self._stored_at[(topic, partition)] = int(time.time() * 1000)
+            self._ids[(topic, partition)] = self._bound.get(topic, Incarnation())
 
     def close(self) -> None:
         self._log.close()

@@ -7,6 +7,12 @@ worker mode: the partitions its parent assigns, a transactional producer with it
 offset syncs handed to the parent. It ends:
 
 * on :class:`~mirrorlib.core.workerproto.Stop` (committing first), exit status 0;
+* on SIGTERM or SIGINT, as on ``Stop`` (systemd sends SIGTERM to every process of a service's
+  control group at once; an operator may signal a worker): the open transaction is committed
+  (or aborted), the producer closed, status 0, and the parent starts a new worker if it is not
+  stopping itself. A worker runs in a session of its own (its parent starts it so), so a
+  terminal's Ctrl-C, which signals the terminal's foreground process group, reaches only the
+  parent, which stops its workers;
 * when its parent is gone (stdin closed, or its parent process id changed): it commits within
   :data:`ORPHAN_DEADLINE_S` or exits without, so a kill -9 of the parent leaves no worker
   behind; status 0;
@@ -18,17 +24,31 @@ offset syncs handed to the parent. It ends:
 * when its producer dies or is fenced (a newer process of its slot took over): at once, writing
   nothing more, status :data:`EXIT_FENCED`;
 * on data loss with ``data.loss.action=fail``: status :data:`EXIT_FAILED` (the flow fails).
+
+Its last message, :class:`~mirrorlib.core.workerproto.Exit`, says whether it ended *cleanly*
+(stopped, its last transaction committed or aborted): the parent fences the transactional id
+of a slot whose process did not (killed, crashed, its last commit failed), see
+:mod:`mirrorlib.runtime.workers`.
+
+**Its end.** The worker reads its parent's frames from the stdin pipe's file descriptor,
+unbuffered, in a daemon thread, and ends with ``os._exit`` once its frames and its log are
+flushed: Python's own shutdown would finalise ``sys.stdin`` while that thread may be inside a
+buffered read of it, holding the buffer's lock ("Fatal Python error: _enter_buffered_busy:
+could not acquire lock for <stdin> at interpreter shutdown", an abort instead of the worker's
+exit status), and would wait for nothing a worker still needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, NoReturn
 
 import attrs
 
@@ -55,6 +75,7 @@ from mirrorlib.kafka.copier import Copier, DirectAssignment
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.frames import read_frame, write_frame
 from mirrorlib.runtime.process import tune_gc
+from mirrorlib.runtime.signals import stop_on_signals
 
 __all__ = ["EXIT_FAILED", "EXIT_FENCED", "EXIT_PARENT_SILENT", "ORPHAN_DEADLINE_S", "main"]
 
@@ -248,7 +269,10 @@ class _Worker:
                     )
                 )
                 seen[key] = (st.age.count, st.latency.count)
-            self.channel.send(Report(os.getpid(), tuple(parts), self.stats.errors()))
+            incarnations = self.stats.incarnations()  # (mirrorlib.core.incarnations)
+            self.channel.send(
+                Report(os.getpid(), tuple(parts), self.stats.errors(), *incarnations)
+            )
 
     def run(self, stream: IO[bytes]) -> int:
         threading.Thread(target=self.read_parent, args=(stream,), daemon=True).start()
@@ -261,37 +285,61 @@ class _Worker:
         if self.copier.fenced is not None:
             self.channel.send(Exit(self.copier.fenced, fenced=True))
             return EXIT_FENCED
-        self.channel.send(Exit("stopped"))
+        if self.copier.final_flush_failed is not None:
+            self.channel.send(Exit(f"its last commit failed: {self.copier.final_flush_failed}"))
+            return 0
+        self.channel.send(Exit("stopped", clean=True))
         return 0
 
 
 def main() -> int:
-    """Run one worker: read :class:`Start` from stdin, copy until told to stop."""
+    """Run one worker: read :class:`Start` from stdin, copy until told to stop (by the parent,
+    SIGTERM or SIGINT)."""
     # frames own the real stdout; anything printed goes to stderr instead
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    stream = sys.stdin.buffer
-    start = read_frame(stream)
-    if not isinstance(start, Start):
-        print("mirrorlib worker: expected a Start message on stdin", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=start.log_level,
-        stream=sys.stderr,
-        format=(
-            f"%(asctime)s %(levelname)s [{start.settings.name} worker {start.slot} "
-            f"pid {os.getpid()}] %(name)s: %(message)s"
-        ),
-    )
-    tune_gc()
+    # the parent's frames: the pipe itself, unbuffered (see the module: no buffer lock held by
+    # the reading thread at the end; and no read-ahead taking frames beyond the one asked for)
+    stream = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     stop = threading.Event()
-    worker = _Worker(start, _Channel(out, stop), stop)
-    return worker.run(stream)
+    with stop_on_signals(stop) as signals:  # from the start: a signal never kills a worker
+        start = read_frame(stream)
+        if not isinstance(start, Start):
+            print("mirrorlib worker: expected a Start message on stdin", file=sys.stderr)
+            return 2
+        logging.basicConfig(
+            level=start.log_level,
+            stream=sys.stderr,
+            format=(
+                f"%(asctime)s %(levelname)s [{start.settings.name} worker {start.slot} "
+                f"pid {os.getpid()}] %(name)s: %(message)s"
+            ),
+        )
+        tune_gc()
+        worker = _Worker(start, _Channel(out, stop), stop)
+        code = worker.run(stream)
+    if (received := signals.describe()) is not None:
+        log.info("worker %d: %s (cleanly): exit status %d", start.slot, received, code)
+    return code
 
 
-def _run_main() -> Any:  # pragma: no cover - the process entry point
-    sys.exit(main())
+def _run_main() -> NoReturn:  # pragma: no cover - the process entry point
+    """Run :func:`main` and end the process with its status, without Python's shutdown (see
+    the module), once stderr and the log are flushed (the frames are flushed as written)."""
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    logging.shutdown()
+    for stream in (sys.stderr, sys.__stderr__):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

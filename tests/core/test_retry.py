@@ -1,5 +1,5 @@
 """The one back-off rule (mirrorlib.core.retry): decorrelated jitter, capped, resettable,
-stop-aware."""
+stop-aware; and the one rule for retrying a request a broker refused."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirrorlib.core.retry import Backoff
+from mirrorlib.core.retry import (
+    NEW_CLIENT_AFTER,
+    Backoff,
+    BrokerErrorKind,
+    RetryStep,
+    classify_broker_error,
+    next_retry,
+)
 
 bases = st.floats(min_value=0.001, max_value=100.0)
 factors = st.floats(min_value=1.0, max_value=1000.0)
@@ -124,3 +131,110 @@ def test_wait_waits_the_current_delay() -> None:
     started = time.monotonic()
     assert b.wait(threading.Event()) is False
     assert time.monotonic() - started >= 0.04
+
+
+# -- the retry rule of refused broker requests (issue 34) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NOT_LEADER_FOR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+        "UNKNOWN_TOPIC_OR_PART",
+    ],
+)
+def test_a_moved_leader_or_coordinator_is_stale_metadata(name: str) -> None:
+    assert classify_broker_error(name) is BrokerErrorKind.STALE_METADATA
+    # whatever the client says of its retriability (librdkafka's admin futures say False)
+    assert classify_broker_error(name, retriable=True) is BrokerErrorKind.STALE_METADATA
+
+
+@pytest.mark.parametrize(
+    "name", ["REQUEST_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "COORDINATOR_LOAD_IN_PROGRESS"]
+)
+def test_timeouts_and_brokers_down_are_transient(name: str) -> None:
+    assert classify_broker_error(name) is BrokerErrorKind.TRANSIENT
+
+
+@pytest.mark.parametrize(
+    "name", ["TOPIC_AUTHORIZATION_FAILED", "INVALID_REQUEST", "UNSUPPORTED_VERSION", "_FATAL"]
+)
+def test_what_a_retry_cannot_change_is_permanent(name: str) -> None:
+    assert classify_broker_error(name) is BrokerErrorKind.PERMANENT
+
+
+def test_the_clients_word_counts_for_unknown_names_and_fatal_wins() -> None:
+    assert classify_broker_error("SOMETHING_NEW", retriable=True) is BrokerErrorKind.TRANSIENT
+    assert classify_broker_error("SOMETHING_NEW") is BrokerErrorKind.PERMANENT
+    assert (
+        classify_broker_error("FENCED_LEADER_EPOCH", retriable=True, fatal=True)
+        is BrokerErrorKind.PERMANENT
+    )
+
+
+def test_stale_metadata_is_refreshed_first_then_the_client_replaced() -> None:
+    stale = BrokerErrorKind.STALE_METADATA
+    first = next_retry(stale, failures=1, remaining=30.0, delay=0.2)
+    assert first == RetryStep(give_up=False, delay=0.2, refresh_metadata=True, new_client=False)
+    for n in range(NEW_CLIENT_AFTER, NEW_CLIENT_AFTER + 5):
+        step = next_retry(stale, failures=n, remaining=30.0, delay=1.0)
+        assert step.new_client and step.refresh_metadata and not step.give_up
+
+
+def test_transient_errors_are_retried_as_they_are() -> None:
+    step = next_retry(BrokerErrorKind.TRANSIENT, failures=7, remaining=30.0, delay=2.0)
+    assert step == RetryStep(give_up=False, delay=2.0)
+
+
+def test_permanent_errors_give_up_at_once() -> None:
+    step = next_retry(BrokerErrorKind.PERMANENT, failures=1, remaining=30.0, delay=0.2)
+    assert step.give_up
+
+
+@given(
+    kind=st.sampled_from([BrokerErrorKind.STALE_METADATA, BrokerErrorKind.TRANSIENT]),
+    failures=st.integers(min_value=1, max_value=1000),
+    remaining=st.floats(min_value=-10.0, max_value=100.0),
+    delay=st.floats(min_value=0.001, max_value=60.0),
+)
+def test_a_retry_never_waits_past_the_deadline_and_stops_once_it_passed(
+    kind: BrokerErrorKind, failures: int, remaining: float, delay: float
+) -> None:
+    step = next_retry(kind, failures=failures, remaining=remaining, delay=delay)
+    if remaining <= 0:
+        assert step.give_up
+    else:
+        assert not step.give_up
+        assert 0 <= step.delay <= min(delay, remaining)
+
+
+def test_a_retry_loop_under_the_rule_ends_by_the_deadline_without_busy_looping() -> None:
+    """Driven with a fake clock: a stale epoch that never clears ends in a give-up at the
+    deadline, after a bounded number of attempts spaced by at least the back-off base."""
+    clock = 0.0
+    deadline = 30.0
+    backoff = Backoff(0.2, 5.0, uniform=highest)
+    attempts = 0
+    while True:
+        attempts += 1  # an attempt, failing with FENCED_LEADER_EPOCH
+        kind = classify_broker_error("FENCED_LEADER_EPOCH")
+        step = next_retry(
+            kind, failures=backoff.failures + 1, remaining=deadline - clock,
+            delay=backoff.next_delay(),
+        )  # fmt: skip
+        if step.give_up:
+            break
+        clock += step.delay
+    assert clock == pytest.approx(deadline)
+    assert attempts <= deadline / 0.2 + 2
+    assert attempts < 15  # backed off, not a retry every base interval
+
+
+def test_failures_count_from_one() -> None:
+    with pytest.raises(ValueError):
+        next_retry(BrokerErrorKind.TRANSIENT, failures=0, remaining=1.0, delay=1.0)

@@ -15,17 +15,38 @@ of retrying in lockstep. :meth:`Backoff.reset` starts over after a success.
 Waiting is the caller's: :meth:`Backoff.wait` waits the current delay on a stop event and returns
 as soon as the event is set; a loop that must not block (the copier parks a partition *until* a
 time) adds :meth:`Backoff.next_delay` to its clock instead.
+
+A request a broker refused is retried by one rule too: :func:`classify_broker_error` sorts a
+Kafka error (by its name) into :class:`BrokerErrorKind` — the client's metadata is stale (the
+partition's leader or its leader epoch moved: FENCED_LEADER_EPOCH after a broker restart), the
+error is transient (a timeout, a broker down), or retrying cannot help — and
+:func:`next_retry` says what to do after a failed attempt: give up (a permanent error, or the
+caller's deadline passed), or wait a back-off delay (never past the deadline) and try again,
+with fresh metadata when it was stale, and with a new client when fresh metadata did not help
+(librdkafka's admin client keeps a partition's leader epoch in its metadata cache and retries
+with it: it must be refreshed, or the client replaced).
 """
 
 from __future__ import annotations
 
+import enum
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 
-__all__ = ["Backoff", "StopEvent"]
+__all__ = [
+    "NEW_CLIENT_AFTER",
+    "STALE_METADATA_ERRORS",
+    "TRANSIENT_ERRORS",
+    "Backoff",
+    "BrokerErrorKind",
+    "RetryStep",
+    "StopEvent",
+    "classify_broker_error",
+    "next_retry",
+]
 
 
 class StopEvent(Protocol):
@@ -77,3 +98,112 @@ class Backoff:
         """Wait the current :attr:`delay`, or less if ``stop`` is set meanwhile (at once if it
         already is). Returns whether ``stop`` is set."""
         return stop.wait(self.delay)
+
+
+# -- retriable broker errors -----------------------------------------------------------------------
+
+
+class BrokerErrorKind(enum.Enum):
+    """What a broker's (or the client's) error says about retrying the request."""
+
+    #: the client's metadata is out of date (leader, leader epoch, coordinator): retry with
+    #: fresh metadata
+    STALE_METADATA = "stale metadata"
+    #: a passing condition (a timeout, a broker down or loading): retry after a back-off
+    TRANSIENT = "transient"
+    #: retrying cannot help (not authorized, invalid request, fatal client error): fail now
+    PERMANENT = "permanent"
+
+
+#: Errors that mean the client's view of the cluster is stale: Kafka's
+#: ``InvalidMetadataException`` family (the Java admin client unmaps the partition and looks its
+#: leader up again) and the coordinator errors (the coordinator moved). librdkafka's names.
+STALE_METADATA_ERRORS: Final = frozenset({
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH",
+    "NOT_LEADER_FOR_PARTITION",  # NOT_LEADER_OR_FOLLOWER in Kafka's Java names
+    "NOT_LEADER_OR_FOLLOWER",
+    "LEADER_NOT_AVAILABLE",
+    "REPLICA_NOT_AVAILABLE",
+    "KAFKA_STORAGE_ERROR",
+    "OFFSET_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PART",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "_UNKNOWN_PARTITION",
+    "_WAIT_COORD",
+    "_OUTDATED",
+})  # fmt: skip
+
+#: Errors of a passing condition, retried as they are after a back-off.
+TRANSIENT_ERRORS: Final = frozenset({
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_ALL_BROKERS_DOWN",
+    "_RESOLVE",
+    "NETWORK_EXCEPTION",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "NOT_CONTROLLER",
+    "THROTTLING_QUOTA_EXCEEDED",
+    "_WAIT_CACHE",
+})  # fmt: skip
+
+#: Consecutive stale-metadata failures after which the client is replaced: the first retry
+#: refreshes the metadata of the client that failed, the next ones start a new client.
+NEW_CLIENT_AFTER: Final = 2
+
+
+def classify_broker_error(
+    name: str, *, retriable: bool = False, fatal: bool = False
+) -> BrokerErrorKind:
+    """Sort a Kafka error by its name (``KafkaError.name()``, e.g. ``"FENCED_LEADER_EPOCH"``).
+
+    ``retriable``/``fatal``: what the client said of the error. A fatal error is permanent
+    whatever its name; an unnamed error the client calls retriable is transient."""
+    if fatal:
+        return BrokerErrorKind.PERMANENT
+    if name in STALE_METADATA_ERRORS:
+        return BrokerErrorKind.STALE_METADATA
+    if name in TRANSIENT_ERRORS or retriable:
+        return BrokerErrorKind.TRANSIENT
+    return BrokerErrorKind.PERMANENT
+
+
+@attrs.frozen
+class RetryStep:
+    """What to do after a failed attempt (:func:`next_retry`)."""
+
+    #: stop and raise: retrying cannot help, or the deadline has passed
+    give_up: bool
+    #: seconds to wait before the next attempt (never past the deadline)
+    delay: float = 0.0
+    #: fetch fresh metadata before the next attempt
+    refresh_metadata: bool = False
+    #: replace the client before the next attempt (implies fresh metadata)
+    new_client: bool = False
+
+
+def next_retry(
+    kind: BrokerErrorKind, *, failures: int, remaining: float, delay: float
+) -> RetryStep:
+    """The step after the ``failures``-th consecutive failed attempt of one request.
+
+    ``remaining``: seconds left until the caller's deadline; ``delay``: the back-off delay drawn
+    for this failure (:meth:`Backoff.next_delay`). A permanent error gives up at once, any other
+    error when the deadline has passed; otherwise the wait is the delay cut to the deadline, so
+    the last attempt is made just before it. Stale metadata is refreshed before the retry, and
+    from the :data:`NEW_CLIENT_AFTER`-th consecutive failure on the client is replaced."""
+    if failures < 1:
+        raise ValueError(f"failures counts the failed attempts, not {failures!r}")
+    if kind is BrokerErrorKind.PERMANENT or remaining <= 0:
+        return RetryStep(give_up=True)
+    stale = kind is BrokerErrorKind.STALE_METADATA
+    return RetryStep(
+        give_up=False,
+        delay=max(min(delay, remaining), 0.0),
+        refresh_metadata=stale,
+        new_client=stale and failures >= NEW_CLIENT_AFTER,
+    )

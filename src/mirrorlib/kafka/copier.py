@@ -101,6 +101,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.config.clients import replication_isolation
 from mirrorlib.core.pacing import batch_length, size_check_above
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
@@ -228,10 +229,9 @@ class Copier:
         # new partitions of a subscribed topic are seen at this refresh (no name changes)
         refresh = min(max(s.refresh_topics_interval, 1.0), _METADATA_REFRESH_MAX_S)
         cconf.setdefault("topic.metadata.refresh.interval.ms", int(refresh * 1000))
-        if s.exactly_once_enabled:
-            cconf["isolation.level"] = "read_committed"
-        else:
-            cconf.setdefault("isolation.level", "read_uncommitted")
+        cconf["isolation.level"] = replication_isolation(  # read_committed unless told not to
+            cconf.get("isolation.level"), exactly_once=s.exactly_once_enabled
+        )
         pconf = s.record_producer(
             linger_ms=5,
             error_cb=self._client_error("target", s.target),

@@ -39,6 +39,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.acks import InFlight, record_syncs
 from mirrorlib.core.batches import TP, Range
+from mirrorlib.core.config.clients import replication_isolation
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.pacing import (
     batch_budget,
@@ -73,8 +74,11 @@ log = logging.getLogger(__name__)
 
 
 def _isolation(settings: FlowSettings) -> str:
-    configured = str(settings.source_consumer.get("isolation.level", "")).lower()
-    return configured or "read_uncommitted"  # the copier's choice for at-least-once
+    """The source's isolation level, as the embedded copier reads it (read_committed unless the
+    configuration says read_uncommitted): for the copy tasks and the driver's end offsets."""
+    return replication_isolation(
+        settings.source_consumer.get("isolation.level"), exactly_once=settings.exactly_once_enabled
+    )
 
 
 # -- driver: what to copy ------------------------------------------------------------------------

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mirrorlib import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
-from mirrorlib.core.failover import FailoverAction, plan_failover, reverse_translate
+from mirrorlib.core.failover import (
+    FailoverAction,
+    plan_failover,
+    retry_group_request,
+    reverse_translate,
+)
 from mirrorlib.core.syncs import SyncLineage
 from mirrorlib.core.translate import OffsetTranslator
 
@@ -91,6 +98,69 @@ def test_old_cluster_unreachable_uses_checkpoints() -> None:
     assert [p.translated for p in plan.partitions] == [0, 10, 20]
     assert all(p.method == "checkpoint" for p in plan.partitions)
     assert plan.refused is None
+
+
+# -- the group's state on the old cluster: unreachable (a disaster) versus unknown ----------------
+
+#: Errors of a group request that a retry with fresh metadata may clear: the group's coordinator
+#: is loading, moved to another broker, is not available yet, or did not answer in time.
+RETRIABLE: list[str | None] = ["COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+             "REQUEST_TIMED_OUT", "_TIMED_OUT", "NETWORK_EXCEPTION", "_TRANSPORT"]  # fmt: skip
+#: Errors a retry does not clear.
+FINAL: list[str | None] = ["GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_SERVER_ERROR",
+         "INVALID_GROUP_ID", None]  # fmt: skip
+
+
+@pytest.mark.parametrize("code", RETRIABLE)
+def test_retriable_coordinator_errors_are_retried(code: str | None) -> None:
+    assert retry_group_request(code)
+
+
+@pytest.mark.parametrize("code", FINAL)
+def test_other_group_errors_are_not_retried(code: str | None) -> None:
+    assert not retry_group_request(code)
+
+
+def _offsets_on_a() -> dict[TopicPartition, OffsetAndMetadata]:
+    return {TP("orders", 0): OffsetAndMetadata(30)}
+
+
+@pytest.mark.parametrize("code", RETRIABLE + FINAL)
+def test_a_reachable_old_cluster_that_cannot_tell_the_groups_state_refuses(
+    code: str | None,
+) -> None:
+    """Reachable, but the group's state is unknown (a retriable error that outlived its
+    retries, an authorization error, a timeout...): the group may still be consuming there."""
+    error = f"describing group g failed: Broker: some reason ({code})"
+    cps = {TP("A.orders", 0): Checkpoint("g", "A.orders", 0, 20, 20)}
+    for offsets in (_offsets_on_a(), None):  # the offsets were read, or could not be either
+        plan = _plan(
+            source_state="unknown", source_error=error, source_offsets=offsets, checkpoints=cps
+        )
+        assert plan.refused is not None
+        assert "'g'" in plan.refused and "on A is unknown" in plan.refused
+        assert error in plan.refused  # names the error
+        assert "--force" in plan.refused and "may still be consuming" in plan.refused
+        assert not plan.offsets or plan.refused
+        forced = _plan(
+            source_state="unknown", source_error=error, source_offsets=offsets, checkpoints=cps,
+            force=True,
+        )  # fmt: skip
+        assert forced.refused is None
+        assert [p.translated for p in forced.partitions] == [20]
+        assert any("forced" in n and error in n for n in forced.notes)
+
+
+def test_an_unreachable_old_cluster_is_the_disaster_case_and_proceeds() -> None:
+    cps = {TP("A.orders", 0): Checkpoint("g", "A.orders", 0, 20, 20)}
+    plan = _plan(source_state="unreachable", source_offsets=None, checkpoints=cps)
+    assert plan.refused is None and plan.offsets == {TP("A.orders", 0): OffsetAndMetadata(20)}
+
+
+def test_force_does_not_override_a_group_active_on_either_cluster() -> None:
+    for where in ("source_state", "target_state"):
+        plan = _plan(force=True, source_offsets=_offsets_on_a(), **{where: "active"})
+        assert plan.refused is not None and "active members" in plan.refused
 
 
 def test_never_rewinds_the_target_group() -> None:

@@ -305,3 +305,63 @@ def test_skipping_records_and_an_empty_group_are_refused_unless_allowed(
     plan = failover(cfg, "fo-nosuch", "A", "B", allow_empty=True)
     assert plan.partitions == () and not plan.applied
     assert admin.committed_offsets("fo-nosuch") == {}
+
+
+@pytest.mark.integration
+def test_a_group_whose_state_the_reachable_old_cluster_does_not_tell_is_refused(
+    kafka_clusters: Any, two_clusters: ClusterSet, tmp_path: Any, capsys: Any
+) -> None:
+    """The old cluster answers, but the failover's user may not describe the group there (no
+    DESCRIBE ACL): its state is unknown, and it may still be consuming. The failover is refused
+    (exit code 5, naming the group, the cluster and the error) unless ``--force``; it used to
+    pass as "unreachable" and commit the checkpoints' offsets."""
+    import uuid
+
+    import javaproperties
+
+    from mirrorlib import Checkpoint
+    from mirrorlib.cli import EXIT_OK, EXIT_REFUSED, main
+    from mirrorlib.kafka.groups import GroupAdmin
+    from mirrorlib.testing.pytest_plugin import ACL_TEST_USERS
+    from tests.runtime.conftest import FAST, commit_group, produce
+
+    (src,) = kafka_clusters(["ACL"], acl=True, users=ACL_TEST_USERS)
+    b = two_clusters[1]
+    tag = uuid.uuid4().hex[:8]
+    topic, group = f"foacl.{tag}", f"fo-acl-{tag}"
+    src.create_topic(topic, 1)
+    commit_group(src, group, topic, {0: 5})  # as the admin user: the group exists, is empty
+    remote = f"ACL.{topic}"
+    b.create_topic(remote, 1)
+    if "ACL.checkpoints.internal" not in b.topic_names():
+        try:
+            b.create_topic("ACL.checkpoints.internal", 1, config={"cleanup.policy": "compact"})
+        except Exception:  # created meanwhile by another test of the session
+            pass
+    cp = Checkpoint(group, remote, 0, 5, 5)
+    produce(b, "ACL.checkpoints.internal", [{"key": cp.encode_key(), "value": cp.encode_value()}])
+
+    props = {"clusters": "ACL, B", "ACL->B.enabled": "true", **FAST}
+    for k, v in src.java_client_config(user="alice").items():  # alice: no ACL on the group
+        props[f"ACL.{k}"] = v
+    props["B.bootstrap.servers"] = b.bootstrap_servers
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    argv = ["failover", str(path), "--group", group, "--from", "ACL", "--to", "B"]
+    target = GroupAdmin(b.client_config(), alias="B")
+
+    for extra in ([], ["--dry-run"]):
+        code = main([*argv, *extra, "--timeout", "10"])
+        out, err = capsys.readouterr()
+        assert code == EXIT_REFUSED, out + err
+        assert f"the state of group '{group}' on ACL is unknown" in err, err
+        assert "GROUP_AUTHORIZATION_FAILED" in err and "--force" in err, err
+        assert "REFUSED" in out
+        assert "alice-secret" not in out + err
+    assert target.committed_offsets(group) == {}  # nothing committed
+
+    code = main([*argv, "--force", "--timeout", "10"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, out + err
+    assert "forced" in out and "committed on B" in out
+    assert target.committed_offsets(group) == {TP(remote, 0): OffsetAndMetadata(5)}

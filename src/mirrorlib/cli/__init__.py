@@ -14,7 +14,7 @@ Commands (``mirrorlib COMMAND --help`` for the options):
     and ACLs would change, which topics are skipped and why.
 ``verify CONFIG [--flow A->B] [--topics REGEX] [--json]``
     Audits flows record by record: missing, extra and duplicated records per partition.
-``failover --group G --from A --to B CONFIG [--dry-run] [--allow-skip] [--allow-empty] [--json]``
+``failover --group G --from A --to B CONFIG [--dry-run] [--allow-skip] [--allow-empty] [--force] [--json]``
     Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
 ``demo``
     Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
@@ -25,7 +25,8 @@ Commands (``mirrorlib COMMAND --help`` for the options):
 
 Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed); 2 bad command
 line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
-``failover`` refused (the group is still active, would skip records, or has nothing to move;
+``failover`` refused (the group is still active or its state unknown, would skip records, or
+has nothing to move;
 also with ``--dry-run``). Errors are one line on stderr; ``--verbose``
 adds the traceback.
 """
@@ -185,6 +186,9 @@ def _parser() -> argparse.ArgumentParser:
                     "cluster (the records in between are never read)")  # fmt: skip
     fo.add_argument("--allow-empty", action="store_true",
                     help="succeed although the group has no committed offsets to move")  # fmt: skip
+    fo.add_argument("--force", action="store_true",
+                    help="proceed although the old cluster answers but not about the group "
+                    "(its state there is unknown): only if its consumers there are stopped")  # fmt: skip
     fo.add_argument("--json", action="store_true", help="machine-readable output")
     _timeout(fo, 30.0, "seconds a cluster has to answer each request")
 
@@ -389,7 +393,8 @@ def _failover(args: argparse.Namespace) -> int:
     try:
         plan = failover(
             config, args.group, args.from_alias, args.to_alias, dry_run=args.dry_run,
-            allow_skip=args.allow_skip, allow_empty=args.allow_empty, timeout=args.timeout,
+            allow_skip=args.allow_skip, allow_empty=args.allow_empty, force=args.force,
+            timeout=args.timeout,
         )  # fmt: skip
     except FailoverRefusedError as exc:
         if args.json:

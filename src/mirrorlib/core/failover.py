@@ -12,7 +12,7 @@ import bisect
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -26,8 +26,30 @@ __all__ = [
     "PartitionFailover",
     "exact_position",
     "plan_failover",
+    "retry_group_request",
     "reverse_translate",
 ]
+
+#: Kafka errors of a group request (DescribeGroups, OffsetFetch) that a retry with fresh metadata
+#: may clear: the group's coordinator is loading the group, moved to another broker, is not
+#: available yet, or the request did not get an answer in time. Any other error (an
+#: authorization error, say) is final.
+RETRIABLE_GROUP_ERRORS: Final = frozenset({
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "NETWORK_EXCEPTION",
+    "_TRANSPORT",
+})  # fmt: skip
+
+
+def retry_group_request(code: str | None) -> bool:
+    """Whether a group request that failed with Kafka's error ``code`` (its name, e.g.
+    ``"NOT_COORDINATOR"``; ``None``: not a Kafka error) is worth retrying with fresh metadata
+    (:data:`RETRIABLE_GROUP_ERRORS`)."""
+    return code in RETRIABLE_GROUP_ERRORS
 
 
 class FailoverAction(enum.StrEnum):
@@ -316,17 +338,24 @@ def plan_failover(
     notes: Iterable[str] = (),
     allow_skip: bool = False,
     allow_empty: bool = False,
+    source_error: str | None = None,
+    force: bool = False,
 ) -> FailoverPlan:
     """Compute the failover plan from plain inputs (no I/O).
 
     ``policy_rename`` maps a topic of the old cluster to its name on the new one (MM2's checkpoint
     renaming); ``is_from_target`` tells whether a topic of the old cluster came from the new one
-    (failback); ``upstream_topic`` gives its name there. ``source_offsets`` is ``None`` when the old
-    cluster is unreachable. ``checkpoints`` are the group's latest checkpoints keyed by the
+    (failback); ``upstream_topic`` gives its name there. ``source_state`` is the group's state on
+    the old cluster: ``"active"``, ``"empty"``, ``"absent"``, ``"unreachable"`` (the cluster does
+    not answer at all: a disaster, the failover proceeds with the checkpoints) or ``"unknown"``
+    (the cluster answers, but not about the group: ``source_error`` says why).
+    ``source_offsets`` is ``None`` when the group's offsets there could not be read. ``checkpoints`` are the group's latest checkpoints keyed by the
     partition on the new cluster. ``forward`` holds the offset syncs of flow from->to (``None``
     when unreadable), ``backward`` those of flow to->from.
 
-    Besides a group active on either cluster, the plan is refused when the group would skip
+    Besides a group active on either cluster, or whose state on the old cluster is unknown
+    although that cluster answers (it may still be consuming there) unless ``force``, the plan
+    is refused when the group would skip
     records on the new cluster (:attr:`PartitionFailover.skipped`), unless ``allow_skip``, and
     when nothing translates — no committed offsets on the old cluster for topics the flow
     replicates, or, with the old cluster unreachable, no checkpoints — unless ``allow_empty``
@@ -334,6 +363,15 @@ def plan_failover(
     """
     notes = list(notes)
     refused = _active_group(group, from_alias, to_alias, source_state, target_state)
+    if refused is None and source_state == "unknown":
+        why = source_error or "its state was not reported"
+        if force:
+            notes.append(
+                f"forced: the state of group {group!r} on {from_alias} is unknown ({why}); "
+                f"its consumers there are assumed stopped"
+            )
+        else:
+            refused = _unknown_on_source(group, from_alias, why)
     translation = _Translation(
         from_alias=from_alias, to_alias=to_alias, policy_rename=policy_rename,
         is_from_target=is_from_target, upstream_topic=upstream_topic,
@@ -527,6 +565,17 @@ def _active_group(
     if target_state == "unknown":
         return f"the state of group {group!r} on {to_alias} is unknown; retry later"
     return None
+
+
+def _unknown_on_source(group: str, from_alias: str, why: str) -> str:
+    """Why a failover is refused when the old cluster answers but not about the group."""
+    return (
+        f"the state of group {group!r} on {from_alias} is unknown: {from_alias} answers, but "
+        f"{why}. The group may still be consuming there, so its final position is not known. "
+        f"Fix the cause (e.g. grant the failover's user DESCRIBE and READ on the group) or "
+        f"retry later; if you are sure its consumers on {from_alias} are stopped, pass --force "
+        f"(force=True)."
+    )
 
 
 def _nothing_to_move(

@@ -16,8 +16,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
-from mirrorlib.errors import ClusterError, ClusterTimeoutError
+from mirrorlib.errors import ClusterError, ClusterTimeoutError, KafkaRequestError
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.admin import kafka_error
 from mirrorlib.kafka.tls import failure_reason, tls_failure
 
 __all__ = ["IN_FLIGHT", "GroupAdmin", "GroupState"]
@@ -50,6 +51,19 @@ class GroupState(StrEnum):
     EMPTY = "empty"  # exists, no members: offsets may be written
     ACTIVE = "active"  # has members (stable or rebalancing): never write its offsets
     UNKNOWN = "unknown"
+
+
+def _state_of(desc: Any) -> GroupState:
+    """The :class:`GroupState` of a ``ConsumerGroupDescription``. A state this client does not
+    know (a newer group protocol's) with members is active: never written into."""
+    state = desc.state
+    if state == ConsumerGroupState.DEAD:
+        return GroupState.ABSENT
+    if state == ConsumerGroupState.EMPTY:
+        return GroupState.EMPTY
+    if state == ConsumerGroupState.UNKNOWN:
+        return GroupState.ACTIVE if getattr(desc, "members", None) else GroupState.UNKNOWN
+    return GroupState.ACTIVE
 
 
 class GroupAdmin:
@@ -166,16 +180,34 @@ class GroupAdmin:
                     else GroupState.UNKNOWN
                 )
                 continue
-            state = desc.state
-            if state in (ConsumerGroupState.DEAD,):
-                out[group] = GroupState.ABSENT
-            elif state == ConsumerGroupState.EMPTY:
-                out[group] = GroupState.EMPTY
-            elif state == ConsumerGroupState.UNKNOWN:
-                out[group] = GroupState.UNKNOWN
-            else:
-                out[group] = GroupState.ACTIVE
+            out[group] = _state_of(desc)
         return out
+
+    def describe_state(self, group: str) -> tuple[GroupState, KafkaRequestError | None]:
+        """``group``'s state, with the error that made it :attr:`GroupState.UNKNOWN` (whose
+        ``code`` names Kafka's error: ``GROUP_AUTHORIZATION_FAILED``, ``NOT_COORDINATOR``,
+        ``_TIMED_OUT``...), ``None`` when the cluster answered about the group. Never raises
+        for a failed request: the caller decides what an unknown state means."""
+        what = f"describing group {group}"
+        try:
+            future = self._admin.describe_consumer_groups([group], request_timeout=self.timeout)
+            desc = future[group].result(timeout=self.timeout)
+        except (KafkaException, TimeoutError) as exc:
+            err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return GroupState.ABSENT, None
+            error = kafka_error(exc, cluster=self.alias, action=what, resource=group)
+            if isinstance(exc, TimeoutError):
+                error = self._timed_out(what, group)
+            return GroupState.UNKNOWN, error
+        state = _state_of(desc)
+        if state is GroupState.UNKNOWN:
+            return state, KafkaRequestError(
+                f"{what} on cluster {self.alias}: the cluster reported the state "
+                f"{desc.state!r}, which this client cannot interpret",
+                cluster=self.alias, resource=group,
+            )  # fmt: skip
+        return state, None
 
     def commit_offsets(
         self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]

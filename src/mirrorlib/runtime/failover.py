@@ -28,6 +28,11 @@ Safety rules
 ------------
 * a group that still has active members on ``from`` is refused: it is still consuming there, and
   its final position is not known yet;
+* so is a group whose state on ``from`` is *unknown* although ``from`` answers (describing the
+  group failed: an authorization error, a coordinator still loading or moved after a few
+  retries with fresh metadata, a request that timed out), unless ``force`` (``--force``): it may
+  be consuming there. Only a ``from`` that does not answer at all (the disaster case) lets the
+  failover proceed without the group's state, with the checkpoints;
 * a group with active members on ``to`` is refused: Kafka does not let anyone else change an
   active group's offsets, and its members would not see the change;
 * a partition whose offset on ``to`` is already at or past the translation is kept: the group is
@@ -50,8 +55,9 @@ clusters and applies it with :class:`~mirrorlib.kafka.groups.GroupAdmin`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -62,9 +68,11 @@ from mirrorlib.core.failover import (
     FailoverPlan,
     PartitionFailover,
     plan_failover,
+    retry_group_request,
     reverse_translate,
 )
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.retry import Backoff
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import (
     ClusterError,
@@ -86,6 +94,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds (at most, and within the request timeout) a group request on the old cluster that
+#: failed with a retriable error (:func:`~mirrorlib.core.failover.retry_group_request`) is
+#: retried, each time with a new client (fresh metadata), before the group's state counts as
+#: unknown.
+SOURCE_RETRY_S: Final = 10.0
 
 
 def read_offset_syncs(
@@ -133,6 +147,7 @@ def failover(
     dry_run: bool = False,
     allow_skip: bool = False,
     allow_empty: bool = False,
+    force: bool = False,
     timeout: float = 30.0,
 ) -> FailoverPlan:
     """Move consumer group ``group`` from cluster ``from_alias`` to ``to_alias``.
@@ -142,7 +157,8 @@ def failover(
     whether offsets were committed).
 
     Raises :class:`FailoverRefusedError` (carrying the plan) when the group is still active on
-    either cluster; when it would skip records on ``to_alias`` (its offsets there are past the
+    either cluster; when ``from_alias`` answers but the group's state there is unknown (see the
+    module documentation), unless ``force``; when it would skip records on ``to_alias`` (its offsets there are past the
     translation), unless ``allow_skip``; and when it has nothing to translate (no committed
     offsets on ``from_alias``), unless ``allow_empty``. A dry run raises it too, so that it tells
     whether the failover would go through. Raises :class:`~mirrorlib.errors.ClusterError` when
@@ -169,7 +185,7 @@ def failover(
         if target_state in (GroupState.EMPTY, GroupState.ACTIVE)
         else {}
     )
-    source_state, source_offsets = _source_group(
+    source_state, source_offsets, source_error = _source_group(
         config, flow, group, timeout, notes, down.get(from_alias)
     )
     checkpoints = _group_checkpoints(config, flow, group, timeout, notes)
@@ -191,6 +207,8 @@ def failover(
         notes=notes,
         allow_skip=allow_skip,
         allow_empty=allow_empty,
+        source_error=source_error,
+        force=force,
     )  # fmt: skip
     if plan.refused is not None:
         raise FailoverRefusedError(plan.refused, plan)
@@ -217,20 +235,68 @@ def _source_group(
     timeout: float,
     notes: list[str],
     known_error: MirrorError | None = None,
-) -> tuple[Any, dict[TopicPartition, OffsetAndMetadata] | None]:
-    """The group's state and committed offsets on the source of ``flow`` (the old cluster),
-    ``("unreachable", None)`` and a note when it cannot be reached (``known_error``: it is
-    already known not to answer, and why)."""
+) -> tuple[str, dict[TopicPartition, OffsetAndMetadata] | None, str | None]:
+    """The group's state, committed offsets and, for an unknown state, why, on the source of
+    ``flow`` (the old cluster).
+
+    ``("unreachable", None, None)`` and a note when the cluster does not answer at all
+    (``known_error``: it is already known not to, and why), also when it stopped answering
+    while the group was looked up. ``"unknown"`` when it answers but describing the group
+    failed (after retries of retriable errors) -- the offsets are then still read, and are
+    ``None`` if that fails too. Offsets that cannot be read from a group whose state is known
+    make the state unknown as well: the group's position there is not known."""
     from_alias, to_alias = flow.source, flow.target
+    if known_error is not None:
+        return _unreachable(from_alias, to_alias, known_error, notes)
+    admin, state, error = _describe_source(config, from_alias, group, timeout)
+    why = None if error is None else str(error)
+    offsets: dict[TopicPartition, OffsetAndMetadata] | None = None
     try:
-        if known_error is not None:
-            raise known_error
-        source_admin, source_state = _group_state(config, from_alias, group, timeout)
-        return source_state, source_admin.committed_offsets(group)
+        offsets = admin.committed_offsets(group)
     except ClusterError as exc:
-        reason = str(exc) or type(exc).__name__
-        notes.append(f"{from_alias} is unreachable ({reason}); using the checkpoints on {to_alias}")
-        return "unreachable", None
+        why = why or str(exc)
+    if why is None:
+        return str(state), offsets, None
+    # a failure: the cluster stopped answering (the disaster case after all), or it answers
+    # but not about the group
+    from mirrorlib.kafka.probe import check_reachable
+
+    try:
+        check_reachable(config.client_config(from_alias, "admin"), from_alias, timeout)
+    except ClusterError as exc:
+        return _unreachable(from_alias, to_alias, exc, notes)
+    return "unknown", offsets, why
+
+
+def _unreachable(
+    from_alias: str, to_alias: str, error: MirrorError, notes: list[str]
+) -> tuple[str, None, None]:
+    reason = str(error) or type(error).__name__
+    notes.append(f"{from_alias} is unreachable ({reason}); using the checkpoints on {to_alias}")
+    return "unreachable", None, None
+
+
+def _describe_source(
+    config: MirrorConfig, alias: str, group: str, timeout: float
+) -> tuple[Any, Any, Any]:
+    """``(admin, state, error)`` of ``group`` on cluster ``alias``: a request that failed with a
+    retriable error is retried, each time with a new client (fresh metadata), for up to
+    :data:`SOURCE_RETRY_S` seconds (within ``timeout``)."""
+    from mirrorlib.kafka.groups import GroupAdmin
+
+    deadline = time.monotonic() + min(timeout, SOURCE_RETRY_S)
+    backoff = Backoff(base=0.2, cap=2.0)
+    while True:
+        admin = GroupAdmin(config.client_config(alias, "admin"), alias=alias, timeout=timeout)
+        state, error = admin.describe_state(group)
+        if error is None or not retry_group_request(error.code):
+            return admin, state, error
+        delay = backoff.next_delay()
+        if time.monotonic() + delay >= deadline:
+            return admin, state, error
+        log.info("describing group %s on %s failed (%s); retrying in %.1fs with fresh metadata",
+                 group, alias, error, delay)  # fmt: skip
+        time.sleep(delay)
 
 
 def _group_checkpoints(

@@ -400,3 +400,114 @@ def test_unreachable_cluster_times_out(flow) -> None:
     for call in (admin.list_topics, lambda: admin.describe_configs(["x"]), admin.describe_acls):
         with pytest.raises(ClusterError, match="cluster Z"):
             call()
+
+
+# -- FreshAdmin: refused requests retried with fresh metadata (issue 34), no broker needed ---------
+
+
+class EpochAdmin:
+    """An ``AdminClient`` stand-in whose ListOffsets answers FENCED_LEADER_EPOCH for the
+    partitions in ``stale`` (as librdkafka's admin client does for ever after a broker restart,
+    until its metadata is refreshed); ``refresh_clears``: whether a metadata request clears it."""
+
+    def __init__(
+        self, stale: set[int], *, refresh_clears: bool = True, code: int | None = None
+    ) -> None:
+        from confluent_kafka import KafkaError
+
+        self.stale = set(stale)
+        self.refresh_clears = refresh_clears
+        self.code = KafkaError.FENCED_LEADER_EPOCH if code is None else code
+        self.asked: list[list[int]] = []
+        self.metadata_requests = 0
+
+    def list_topics(self, timeout: float | None = None) -> object:
+        self.metadata_requests += 1
+        if self.refresh_clears:
+            self.stale.clear()
+        return object()
+
+    def list_offsets(self, request: dict[object, object], **_: object) -> dict[object, object]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        from mirrorlib.testing.fakes import FakeFuture
+
+        self.asked.append(sorted(tp.partition for tp in request))  # type: ignore[attr-defined]
+        out: dict[object, object] = {}
+        for tp in request:
+            p = tp.partition  # type: ignore[attr-defined]
+            if p in self.stale:
+                out[tp] = FakeFuture(error=KafkaException(KafkaError(self.code)))
+            else:
+                out[tp] = FakeFuture(type("Info", (), {"offset": 100 + p})())
+        return out
+
+
+def _latest() -> object:
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    return OffsetSpec.latest()  # type: ignore[no-untyped-call]
+
+
+def test_a_stale_leader_epoch_is_retried_with_fresh_metadata() -> None:
+    from mirrorlib.kafka.admin import FreshAdmin, list_offsets
+
+    client = EpochAdmin({1})
+    admin = FreshAdmin(alias="B", client=client, base=0.01, cap=0.05)
+    got = list_offsets(admin, {("t", 0): _latest(), ("t", 1): _latest()}, timeout=10)
+    assert got == {("t", 0): 100, ("t", 1): 101}
+    # one metadata refresh, then only the refused partition asked again, on the same client
+    assert client.asked == [[0, 1], [1]]
+    assert client.metadata_requests == 1 and admin.new_clients == 0
+
+
+def test_a_stale_epoch_that_a_refresh_does_not_clear_gets_a_new_client() -> None:
+    from mirrorlib.core.retry import NEW_CLIENT_AFTER
+    from mirrorlib.kafka.admin import FreshAdmin, list_offsets
+
+    old = EpochAdmin({0, 1}, refresh_clears=False)
+    new = EpochAdmin(set())
+    admin = FreshAdmin(alias="B", client=old, new_client=lambda: new, base=0.01, cap=0.05)
+    got = list_offsets(admin, {("t", 0): _latest(), ("t", 1): _latest()}, timeout=10)
+    assert got == {("t", 0): 100, ("t", 1): 101}
+    assert len(old.asked) == NEW_CLIENT_AFTER and old.metadata_requests == 1
+    assert admin.new_clients == 1 and admin.client is new and new.asked == [[0, 1]]
+
+
+def test_a_stale_epoch_that_never_clears_fails_by_the_deadline_naming_the_partition() -> None:
+    import time
+
+    from mirrorlib.kafka.admin import FreshAdmin, list_offsets
+
+    clients: list[EpochAdmin] = []
+
+    def new_client() -> EpochAdmin:
+        clients.append(EpochAdmin({3}, refresh_clears=False))
+        return clients[-1]
+
+    admin = FreshAdmin(alias="B", new_client=new_client, base=0.05, cap=0.2)
+    started = time.monotonic()
+    with pytest.raises(KafkaRequestError) as raised:
+        list_offsets(admin, {("mm2-offsets.A.internal", 3): _latest()}, timeout=1.0,
+                     action="list end offsets of mm2-offsets.A.internal")  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 2.0  # bounded by the deadline, not a loop for ever
+    text = str(raised.value)
+    assert "mm2-offsets.A.internal-3" in text and "cluster B" in text
+    assert "FENCED_LEADER_EPOCH" in text and "still refused after" in text
+    assert raised.value.code == "FENCED_LEADER_EPOCH" and raised.value.retriable
+    attempts = sum(len(c.asked) for c in clients)
+    assert 3 <= attempts <= 1.0 / 0.05 + 1  # retried, with a back-off (no busy loop)
+
+
+def test_a_permanent_error_is_not_retried() -> None:
+    from confluent_kafka import KafkaError
+
+    from mirrorlib.errors import TopicAuthorizationError
+    from mirrorlib.kafka.admin import FreshAdmin, list_offsets
+
+    client = EpochAdmin({0}, refresh_clears=False, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    admin = FreshAdmin(alias="A", client=client, base=0.01, cap=0.05)
+    with pytest.raises(TopicAuthorizationError, match=r"t-0.*TOPIC_AUTHORIZATION_FAILED"):
+        list_offsets(admin, {("t", 0): _latest()}, timeout=10)
+    assert client.asked == [[0]] and client.metadata_requests == 0

@@ -4,6 +4,7 @@ transaction still open on the topic instead of stopping at the last stable offse
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -11,6 +12,7 @@ from confluent_kafka import Producer
 from mirrorlib.errors import TopicReadTimeoutError
 from mirrorlib.kafka.topiclog import Record, TopicLog
 from mirrorlib.testing import BaseCluster
+from mirrorlib.testing.pytest_plugin import ClusterRequest
 from tests.kafka._util import unique
 
 pytestmark = pytest.mark.integration
@@ -55,3 +57,25 @@ def test_read_committed_waits_for_an_open_transaction_and_returns_what_was_commi
         finally:
             aborter.join()
     assert got == [b"later-0", b"later-1", b"later-2"]
+
+
+def test_end_offsets_of_a_reader_that_lived_across_a_broker_restart(
+    private_kafka_clusters: ClusterRequest,
+) -> None:
+    """A restart moves every partition's leader epoch on: the reader's cached epoch is stale and
+    the broker answers FENCED_LEADER_EPOCH. The reader must come back with fresh metadata, not
+    fail (or loop) until the process dies."""
+    (cluster,) = private_kafka_clusters(1)
+    topic = unique("restart")
+    cluster.create_topic(topic, 2)
+    cluster.produce(topic, [b"before-%d" % i for i in range(5)])
+    bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
+    with TopicLog(bootstrap, topic, alias="A") as reader:
+        assert sum(reader.end_offsets(timeout=30).values()) == 5
+        cluster.restart()
+        cluster.produce(topic, [b"after-%d" % i for i in range(3)])
+        started = time.monotonic()
+        assert sum(reader.end_offsets(timeout=60).values()) == 8
+        assert time.monotonic() - started < 30
+        got: list[bytes] = []
+        assert reader.read_to_end(lambda m: got.append(m.value()), timeout=60) == 8

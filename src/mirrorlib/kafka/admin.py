@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import attrs
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # implicit re-exports
     AclBinding,
     AclBindingFilter,
@@ -67,9 +69,16 @@ from mirrorlib.core.plans import (
     TopicConfigEntry,
     TopicSnapshot,
 )
+from mirrorlib.core.retry import (
+    Backoff,
+    BrokerErrorKind,
+    classify_broker_error,
+    next_retry,
+)
 from mirrorlib.errors import (
     AuthorizationError,
     ClusterAuthorizationError,
+    ClusterError,
     ClusterTimeoutError,
     KafkaRequestError,
     PlanApplyError,
@@ -86,10 +95,13 @@ __all__ = [
     "ClusterAdmin",
     "ClusterDescription",
     "EntryConverter",
+    "FreshAdmin",
     "Outcome",
+    "RefusedPartError",
     "from_acl_binding",
     "from_config_entry",
     "kafka_error",
+    "list_offsets",
     "to_acl_binding",
 ]
 
@@ -369,6 +381,212 @@ class ApplyResult:
                 f"{self.cluster}: {reasons}{more}",
                 self,
             )
+
+
+# -- retrying with fresh metadata ----------------------------------------------------------------
+
+T = TypeVar("T")
+
+#: First and longest wait between two attempts of a refused request (seconds; see
+#: :class:`~mirrorlib.core.retry.Backoff`).
+RETRY_BASE: Final = 0.2
+RETRY_CAP: Final = 5.0
+
+
+class RefusedPartError(ClusterError):
+    """Raised by an attempt of :meth:`FreshAdmin.call` for one refused part of a request
+    (:meth:`FreshAdmin.call` decides whether to retry it): ``resource`` names it
+    (``"topic-3"``), ``cause`` is the client's exception."""
+
+    def __init__(self, resource: str, cause: BaseException) -> None:
+        super().__init__(resource, cause)
+        self.resource = resource
+        self.cause = cause
+
+
+def _error_of(exc: BaseException) -> tuple[str, bool, bool, str]:
+    """``(name, retriable, fatal, text)`` of a failed request's exception."""
+    if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
+        return "_TIMED_OUT", True, False, "no answer in time"
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if isinstance(err, KafkaError):
+        return str(err.name()), bool(err.retriable()), bool(err.fatal()), str(err.str())
+    return type(exc).__name__, False, False, str(exc)
+
+
+class FreshAdmin:
+    """An ``AdminClient`` whose refused requests are retried with fresh metadata.
+
+    librdkafka's admin client keeps each partition's leader and leader epoch in its metadata
+    cache and sends them with ListOffsets; it does not refresh that cache when the broker answers
+    FENCED_LEADER_EPOCH (the leader epoch moved on: a broker restarted, a leader moved), so a
+    long-lived client fails the same way for ever. :meth:`call` retries by the rule of
+    :func:`mirrorlib.core.retry.next_retry`: with a back-off, never past the caller's deadline,
+    with fresh metadata (a metadata request for every topic) when it was stale, and with a new
+    client when fresh metadata did not help; then it raises a
+    :class:`~mirrorlib.errors.KafkaRequestError` naming the cluster, the partition and the
+    broker's error.
+
+    ``config``: the client's librdkafka configuration (a new client is made from it);
+    ``client``: an existing ``AdminClient`` (without ``config`` or ``new_client`` it is kept,
+    and only its metadata is refreshed); ``new_client``: makes a new client instead of
+    ``config``. ``base``/``cap``: the back-off's first and longest wait.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        alias: str,
+        client: Any = None,
+        new_client: Callable[[], Any] | None = None,
+        base: float = RETRY_BASE,
+        cap: float = RETRY_CAP,
+    ) -> None:
+        if new_client is None and config is not None:
+            conf = dict(config)
+            new_client = lambda: AdminClient(client_conf(conf))  # noqa: E731
+        if client is None and new_client is None:
+            raise ValueError("FreshAdmin needs a librdkafka config or a client")
+        self._new_client = new_client
+        self.alias = alias
+        self.client: Any = client if client is not None else self._make_client()
+        self._base = base
+        self._cap = cap
+        #: metadata refreshes and client replacements so far (logs and tests)
+        self.refreshes = 0
+        self.new_clients = 0
+
+    def __repr__(self) -> str:
+        return f"<FreshAdmin {self.alias}>"
+
+    def _make_client(self) -> Any:
+        assert self._new_client is not None
+        return self._new_client()
+
+    def refresh_metadata(self, timeout: float) -> None:
+        """Ask for the metadata of every topic (naming a topic could auto-create it): librdkafka
+        replaces its cached leaders and leader epochs with the answer. A failure is left to the
+        next attempt."""
+        self.refreshes += 1
+        try:
+            self.client.list_topics(timeout=max(timeout, 0.1))
+        except KafkaException as exc:
+            log.debug("cluster %s: metadata refresh failed: %s", self.alias, exc)
+
+    def renew(self) -> None:
+        """Replace the client (keep it, with fresh metadata, when none can be made)."""
+        if self._new_client is None:
+            self.refresh_metadata(RETRY_CAP)
+            return
+        self.new_clients += 1
+        self.client = self._make_client()
+
+    def call(self, action: str, attempt: Callable[[Any, float], T], *, timeout: float) -> T:
+        """``attempt(client, remaining_seconds)`` until it returns, retrying what the brokers or
+        the client refused (``KafkaException``, a timeout, or :class:`RefusedPartError` naming the
+        refused part) for up to ``timeout`` seconds. ``action`` says what is attempted ("list
+        end offsets of mm2-offsets.A.internal") in logs and errors."""
+        started = time.monotonic()
+        deadline = started + timeout
+        backoff = Backoff(self._base, max(self._cap, self._base))
+        while True:
+            try:
+                return attempt(self.client, max(deadline - time.monotonic(), 0.001))
+            except (RefusedPartError, KafkaException, concurrent.futures.TimeoutError,
+                    TimeoutError) as exc:  # fmt: skip
+                resource = exc.resource if isinstance(exc, RefusedPartError) else None
+                cause = exc.cause if isinstance(exc, RefusedPartError) else exc
+                name, retriable, fatal, text = _error_of(cause)
+                kind = classify_broker_error(name, retriable=retriable, fatal=fatal)
+                failures = backoff.failures + 1
+                step = next_retry(
+                    kind, failures=failures, remaining=deadline - time.monotonic(),
+                    delay=backoff.next_delay(),
+                )  # fmt: skip
+                what = f"{action}" + (f" ({resource})" if resource else "")
+                if step.give_up:
+                    raise self._give_up(what, resource, name, retriable, text, kind, failures,
+                                        time.monotonic() - started) from cause  # fmt: skip
+                if failures == 1 or (step.new_client and failures == 2):
+                    log.info(
+                        "cluster %s: %s: %s (%s); retrying%s", self.alias, what, text, name,
+                        " with a new admin client" if step.new_client
+                        else " with fresh metadata" if step.refresh_metadata else "",
+                    )  # fmt: skip
+                else:
+                    log.debug("cluster %s: %s: %s (%s); attempt %d", self.alias, what, text,
+                              name, failures + 1)  # fmt: skip
+                time.sleep(step.delay)
+                left = deadline - time.monotonic()
+                if step.new_client:
+                    self.renew()
+                elif step.refresh_metadata:
+                    self.refresh_metadata(min(max(left, 0.1), RETRY_CAP))
+
+    def _give_up(
+        self,
+        what: str,
+        resource: str | None,
+        name: str,
+        retriable: bool,
+        text: str,
+        kind: BrokerErrorKind,
+        attempts: int,
+        elapsed: float,
+    ) -> KafkaRequestError:
+        cls = ClusterTimeoutError if name in ("_TIMED_OUT", "REQUEST_TIMED_OUT") else (
+            _ERRORS.get(getattr(KafkaError, name, -1), KafkaRequestError)
+        )  # fmt: skip
+        tried = (
+            "" if kind is BrokerErrorKind.PERMANENT
+            else f"; still refused after {attempts} attempts in {elapsed:.1f}s"
+        )  # fmt: skip
+        return cls(
+            f"{what} on cluster {self.alias} failed: {text} ({name}){tried}",
+            cluster=self.alias, resource=resource, code=name,
+            retriable=kind is not BrokerErrorKind.PERMANENT or retriable,
+        )  # fmt: skip
+
+
+def list_offsets(
+    admin: FreshAdmin,
+    request: Mapping[tuple[str, int], Any],
+    *,
+    timeout: float,
+    isolation_level: Any = None,
+    action: str = "list offsets",
+) -> dict[tuple[str, int], int]:
+    """The offset of each ``(topic, partition)`` for its ``OffsetSpec`` (earliest, latest, a
+    time), by :meth:`FreshAdmin.call`: the partitions a broker refused are asked again (only
+    they) with fresh metadata until ``timeout``; then a
+    :class:`~mirrorlib.errors.KafkaRequestError` names the first refused partition."""
+    pending = dict(request)
+    got: dict[tuple[str, int], int] = {}
+    if not pending:
+        return got
+
+    def attempt(client: Any, remaining: float) -> dict[tuple[str, int], int]:
+        kwargs: dict[str, Any] = {"request_timeout": remaining}
+        if isolation_level is not None:
+            kwargs["isolation_level"] = isolation_level
+        futures = client.list_offsets(
+            {KafkaTopicPartition(t, p): spec for (t, p), spec in pending.items()}, **kwargs
+        )
+        refused: RefusedPartError | None = None
+        for ktp, future in futures.items():
+            key = (ktp.topic, ktp.partition)
+            try:
+                got[key] = int(future.result(timeout=remaining + 5.0).offset)
+            except (KafkaException, concurrent.futures.TimeoutError, TimeoutError) as exc:
+                refused = refused or RefusedPartError(f"{key[0]}-{key[1]}", exc)
+                continue
+            pending.pop(key, None)
+        if refused is not None:
+            raise refused
+        return got
+
+    return admin.call(action, attempt, timeout=timeout)
 
 
 # -- the admin wrapper ---------------------------------------------------------------------------

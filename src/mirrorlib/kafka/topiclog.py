@@ -16,10 +16,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from mirrorlib.errors import ClusterError, TopicReadTimeoutError
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.admin import FreshAdmin, list_offsets
 
 __all__ = ["Record", "TopicLog"]
 
@@ -106,8 +107,10 @@ class TopicLog:
         self.alias = alias
         self._consumer = Consumer(client_conf(conf))
         self._read_committed = read_committed
-        self._admin = AdminClient(
-            client_conf({k: v for k, v in config.items() if k not in _CONSUMER_ONLY})
+        # lives as long as the reader, across broker restarts and leader moves: its requests
+        # are retried with fresh metadata (a stale leader epoch fails them until refreshed)
+        self._admin = FreshAdmin(
+            {k: v for k, v in config.items() if k not in _CONSUMER_ONLY}, alias=alias
         )
         self._partitions = None if partitions is None else sorted(set(partitions))
         self._assigned: list[int] = []
@@ -145,31 +148,27 @@ class TopicLog:
     ) -> dict[int, int]:
         """The end offset of each partition, in one ListOffsets request: the high watermark, or
         the last stable offset when reading ``read_committed`` (``committed``: which one, instead
-        of the reader's isolation level)."""
-        partitions = self._ensure_assigned(timeout)
+        of the reader's isolation level).
+
+        Partitions a broker refuses (no leader yet, a leader epoch that moved on) are asked again
+        with fresh metadata until ``timeout``; then :class:`~mirrorlib.errors.ClusterError`
+        (a :class:`~mirrorlib.errors.KafkaRequestError`) names the partition and the error."""
         deadline = time.monotonic() + timeout
+        partitions = self._ensure_assigned(timeout)
         isolation = (
             IsolationLevel.READ_COMMITTED
             if (self._read_committed if committed is None else committed)
             else IsolationLevel.READ_UNCOMMITTED
         )
-        while True:
-            request = {KafkaTopicPartition(self.topic, p): OffsetSpec.latest() for p in partitions}  # type: ignore[no-untyped-call]
-            remaining = max(deadline - time.monotonic(), 0.1)
-            try:
-                futures = self._admin.list_offsets(
-                    request, isolation_level=isolation, request_timeout=remaining
-                )
-                return {
-                    tp.partition: f.result(timeout=remaining).offset for tp, f in futures.items()
-                }
-            except (KafkaException, TimeoutError) as exc:
-                # a topic created a moment ago may not have a leader yet: retry until the deadline
-                if time.monotonic() >= deadline:
-                    raise ClusterError(
-                        f"cluster {self.alias}: cannot list end offsets of {self.topic}: {exc}"
-                    ) from exc
-                time.sleep(0.2)
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        ends = list_offsets(
+            self._admin,
+            {(self.topic, p): latest for p in partitions},
+            timeout=max(deadline - time.monotonic(), 0.001),
+            isolation_level=isolation,
+            action=f"list end offsets of {self.topic}",
+        )
+        return {p: offset for (_, p), offset in ends.items()}
 
     def read_to_end(
         self, handle: Callable[[Record], None], *, timeout: float = 60.0, batch: int = 1000

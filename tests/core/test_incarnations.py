@@ -1,0 +1,66 @@
+"""Which log a stored position belongs to, and where copying resumes (topic ids)."""
+
+from __future__ import annotations
+
+from mirrorlib.core.connect_offsets import SourcePosition
+from mirrorlib.core.incarnations import Incarnation, StartKind, out_of_range, resume
+
+OLD, NEW = Incarnation("src-1", "dst-1"), Incarnation("src-2", "dst-1")
+
+
+def test_a_new_source_topic_id_is_a_new_incarnation_copied_from_its_first_offset() -> None:
+    start = resume("t", 0, stored=999, stored_ids=OLD, current=NEW)
+    assert start.kind is StartKind.NEW_SOURCE and start.from_beginning and start.offset is None
+    assert start.warning is not None
+    assert "src-1 -> src-2" in start.warning and "source topic t" in start.warning
+
+
+def test_a_new_remote_topic_id_copies_the_source_again() -> None:
+    start = resume(
+        "t",
+        0,
+        stored=999,
+        stored_ids=OLD,
+        current=Incarnation("src-1", "dst-2"),
+        remote_topic="A.t",
+    )
+    assert start.kind is StartKind.NEW_REMOTE and start.from_beginning
+    assert start.warning is not None and "remote topic A.t" in start.warning
+
+
+def test_the_same_ids_or_unknown_ones_resume_after_the_stored_position() -> None:
+    for stored_ids, current in [
+        (OLD, OLD),
+        (Incarnation(), NEW),  # stored by MM2 or an older mirrorlib
+        (OLD, Incarnation()),  # not described now (nothing is concluded)
+    ]:
+        start = resume("t", 0, stored=999, stored_ids=stored_ids, current=current)
+        assert start.kind is StartKind.STORED and start.offset == 1000 and start.warning is None
+    assert resume("t", 0, stored=None, stored_ids=OLD, current=NEW).kind is StartKind.RESET
+
+
+def test_below_the_log_start_is_data_loss_of_the_gap() -> None:
+    d = out_of_range("t", 0, next_offset=201, low=300, high=400, same_log=True)
+    assert (d.resume, d.lost, d.lost_count) == (300, (201, 299), 99)
+
+
+def test_past_the_end_of_the_same_log_resumes_at_the_new_end_without_loss() -> None:
+    d = out_of_range("t", 0, next_offset=1000, low=0, high=600, same_log=True)
+    assert (d.resume, d.lost) == (600, None)
+    assert "600..999" in d.message
+
+
+def test_past_the_end_with_nothing_to_tell_copies_the_log_again() -> None:
+    d = out_of_range("t", 0, next_offset=1000, low=5, high=600, same_log=False)
+    assert (d.resume, d.lost) == (5, None)
+
+
+def test_positions_keep_their_topic_ids_where_mm2_ignores_them() -> None:
+    pos = SourcePosition("A", "t", 0, 41, "src-1", "dst-1")
+    value = pos.encode_value()
+    assert value == b'{"offset":41,"topic_id":"src-1","remote_topic_id":"dst-1"}'
+    assert SourcePosition.decode(pos.encode_key(), value) == pos
+    # MM2's value (no ids), and ours without them: byte for byte what MM2 writes
+    assert SourcePosition("A", "t", 0, 41).encode_value() == b'{"offset":41}'
+    mm2 = SourcePosition.decode(pos.encode_key(), b'{"offset":41}')
+    assert mm2 is not None and (mm2.topic_id, mm2.remote_topic_id) == (None, None)

@@ -268,3 +268,43 @@ def test_a_misspelt_cluster_option_is_a_type_error(tmp_path: Path) -> None:
         with pytest.raises(TypeError, match="tsl"):
             factory.create(1, tsl=True)  # type: ignore[call-arg]
         assert factory.create(1, acl=False)[0].alias == "A"  # nothing started yet
+
+
+def test_multi_node_broker_properties() -> None:
+    props = broker_properties(
+        client_port=1,
+        controller_port=12,
+        log_dir="d",
+        node_id=2,
+        voters={1: 11, 2: 12, 3: 13},
+        internal_port=22,
+        advertised_port=31,
+        acl=True,
+    )
+    assert props["controller.quorum.voters"] == ("1@127.0.0.1:11,2@127.0.0.1:12,3@127.0.0.1:13")
+    assert props["listeners"] == (
+        "CLIENT://127.0.0.1:1,CONTROLLER://127.0.0.1:12,INTERNAL://127.0.0.1:22"
+    )
+    # clients are told the proxy's port; brokers talk to each other past it
+    assert props["advertised.listeners"].startswith("CLIENT://127.0.0.1:31,")
+    assert props["inter.broker.listener.name"] == "INTERNAL"
+    assert "INTERNAL:SASL_PLAINTEXT" in props["listener.security.protocol.map"]
+    assert "listener.name.internal.plain.sasl.jaas.config" in props
+    assert props["min.insync.replicas"] == "2"
+    assert props["offsets.topic.replication.factor"] == "3"
+    assert props["transaction.state.log.min.isr"] == "2"
+    with pytest.raises(TestClusterError, match="not in"):
+        broker_properties(client_port=1, controller_port=9, log_dir="d", voters={1: 11})
+
+
+def test_replication_defaults_follow_the_node_count() -> None:
+    from mirrorlib.testing.config import replication_defaults
+
+    assert replication_defaults(2)["default.replication.factor"] == "2"
+    assert replication_defaults(2)["min.insync.replicas"] == "1"
+    assert replication_defaults(5)["default.replication.factor"] == "3"
+    assert replication_defaults(5)["min.insync.replicas"] == "2"
+    single = broker_properties(client_port=1, controller_port=2, log_dir="d")
+    assert single["inter.broker.listener.name"] == "CLIENT"
+    assert single["min.insync.replicas"] == "1"
+    assert "INTERNAL" not in single["listeners"]

@@ -27,6 +27,9 @@ def test_acl(acl_kafka_cluster):
 def test_overrides(kafka_clusters):
     kafka_clusters(2, overrides={"num.partitions": "3"})
 
+def test_three_nodes(kafka_clusters):
+    kafka_clusters(1, nodes=3)
+
 def test_private(private_kafka_clusters):
     pass
 
@@ -45,11 +48,12 @@ def test_external_mode_skips_what_needs_own_clusters(
     installed = any(ep.name == "mirrorlib" for ep in entry_points(group="pytest11"))
     args = [] if installed else ["-p", "mirrorlib.testing.pytest_plugin"]
     result = pytester.runpytest_subprocess(*args, "-rs")
-    result.assert_outcomes(passed=2, skipped=5)
+    result.assert_outcomes(passed=2, skipped=6)
     result.stdout.fnmatch_lines(
         [
             "*needs 3 clusters; MIRRORLIB_TEST_CLUSTERS has 2*",
-            "*ACL and TLS clusters and broker overrides need clusters mirrorlib starts itself*",
+            "*ACL, TLS, multi-node and proxied clusters and broker overrides need clusters "
+            "mirrorlib starts itself*",
             "*cluster A is external*",
         ]
     )

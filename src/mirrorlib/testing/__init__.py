@@ -1,8 +1,10 @@
 """A real Apache Kafka test bed: local single-node KRaft clusters from Maven Central jars.
 
 ``mirrorlib.testing`` resolves the Kafka jars of a pinned release (:data:`KAFKA_VERSION`) from
-Maven Central into a per-user cache, starts independent single-node clusters (combined broker
-and controller) on free 127.0.0.1 ports, waits for real readiness and stops them cleanly. It is
+Maven Central into a per-user cache, starts independent clusters of combined broker+controller
+nodes (one by default, ``nodes=3`` for RF 3 / min ISR 2 with per-node kill, freeze and restart)
+on free 127.0.0.1 ports, optionally behind a network-fault proxy (``proxy=True``: latency,
+bandwidth caps, cuts, black holes), waits for real readiness and stops them cleanly. It is
 what mirrorlib's own integration tests run on, and a pytest plugin (``mirrorlib.testing.
 pytest_plugin``, registered automatically) exposes it as fixtures. See ``docs/testing.md``.
 
@@ -24,6 +26,7 @@ from mirrorlib.testing.cluster import (
     ClusterSet,
     ExternalCluster,
     KafkaCluster,
+    KafkaNode,
     default_aliases,
     start_clusters,
 )
@@ -38,6 +41,7 @@ from mirrorlib.testing.jars import (
     resolve_kafka_jars,
 )
 from mirrorlib.testing.mm2 import RealMirrorMaker, mm2_properties
+from mirrorlib.testing.proxy import LinkState, LinkStats, NetworkLink
 from mirrorlib.testing.tls import TLS_PASSWORD, Certificate, CertificateAuthority, TlsFiles
 
 __all__ = [
@@ -54,6 +58,10 @@ __all__ = [
     "ExternalCluster",
     "JvmOptions",
     "KafkaCluster",
+    "KafkaNode",
+    "LinkState",
+    "LinkStats",
+    "NetworkLink",
     "RealMirrorMaker",
     "TestClusterError",
     "TlsFiles",

@@ -26,6 +26,7 @@ __all__ = [
     "CLIENT_LISTENER",
     "CONTROLLER_LISTENER",
     "HOST",
+    "INTERNAL_LISTENER",
     "LOG4J2_PROPERTIES",
     "BrokerTls",
     "JvmOptions",
@@ -34,6 +35,7 @@ __all__ = [
     "jaas_config",
     "new_cluster_id",
     "render_properties",
+    "replication_defaults",
 ]
 
 #: Every listener binds here; the test bed never listens on other interfaces.
@@ -41,6 +43,8 @@ HOST = "127.0.0.1"
 #: Listener names used in ``server.properties``.
 CLIENT_LISTENER = "CLIENT"
 CONTROLLER_LISTENER = "CONTROLLER"
+#: The inter-broker listener of multi-node and proxied clusters (never behind the proxy).
+INTERNAL_LISTENER = "INTERNAL"
 #: The super user of ACL-enforcing clusters (the broker itself authenticates as this user).
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-secret"
@@ -155,6 +159,22 @@ class BrokerTls:
     client_auth: bool = False
 
 
+def replication_defaults(nodes: int) -> dict[str, str]:
+    """Replication settings for a cluster of ``nodes`` brokers: RF ``min(3, nodes)`` for
+    topics and internal topics, ``min.insync.replicas`` 2 from three nodes on (else 1)."""
+    rf = str(min(3, nodes))
+    isr = "2" if nodes >= 3 else "1"
+    return {
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": isr,
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+    }
+
+
 def broker_properties(
     *,
     client_port: int,
@@ -165,35 +185,60 @@ def broker_properties(
     users: Mapping[str, str] | None = None,
     tls: BrokerTls | None = None,
     overrides: Mapping[str, str] | None = None,
+    voters: Mapping[int, int] | None = None,
+    internal_port: int | None = None,
+    advertised_port: int | None = None,
 ) -> dict[str, str]:
-    """The ``server.properties`` of one single-node KRaft cluster (combined broker+controller).
+    """The ``server.properties`` of one combined broker+controller node of a KRaft cluster.
 
-    Static quorum (``controller.quorum.voters``), so storage is formatted without
-    ``--standalone``. With ``acl=True`` both listeners use SASL_PLAINTEXT/PLAIN, the
+    Static quorum (``controller.quorum.voters``: ``voters``, node id to controller port, by
+    default this node alone), so storage is formatted without ``--standalone``. With
+    ``internal_port`` the brokers talk to each other on an ``INTERNAL`` listener of their own
+    (always without TLS; SASL_PLAINTEXT with ``acl``), so nothing between clients and the client
+    listener (a proxy) sits between brokers; ``advertised_port`` is the client port clients are
+    told (a proxy's; default ``client_port``). Replication settings follow the number of voters
+    (:func:`replication_defaults`). With ``acl=True`` all listeners use SASL (PLAIN), the
     ``StandardAuthorizer`` enforces ACLs, ``User:admin`` is the only super user and ``users``
-    (name to password) are the other accounts. With ``tls`` the client listener (which the
-    broker also uses to reach itself) is SSL (SASL_SSL with ``acl``); the controller listener
-    stays without TLS. ``overrides`` win over everything.
+    (name to password) are the other accounts. With ``tls`` the client listener is SSL (SASL_SSL
+    with ``acl``); the controller listener stays without TLS. Without ``internal_port`` the
+    broker reaches itself on the client listener. ``overrides`` win over everything.
     """
     controller_protocol = "SASL_PLAINTEXT" if acl else "PLAINTEXT"
     protocol = controller_protocol.replace("PLAINTEXT", "SSL") if tls else controller_protocol
+    voters = dict(voters) if voters else {node_id: controller_port}
+    if voters.get(node_id) != controller_port:
+        raise TestClusterError(
+            f"node {node_id} with controller port {controller_port} not in {voters}"
+        )
+    quorum = ",".join(f"{n}@{HOST}:{port}" for n, port in sorted(voters.items()))
+    advertised = advertised_port if advertised_port is not None else client_port
+    listeners = [
+        f"{CLIENT_LISTENER}://{HOST}:{client_port}",
+        f"{CONTROLLER_LISTENER}://{HOST}:{controller_port}",
+    ]
+    advertised_listeners = [
+        f"{CLIENT_LISTENER}://{HOST}:{advertised}",
+        f"{CONTROLLER_LISTENER}://{HOST}:{controller_port}",
+    ]
+    protocols = [f"{CLIENT_LISTENER}:{protocol}", f"{CONTROLLER_LISTENER}:{controller_protocol}"]
+    if internal_port is not None:
+        listeners.append(f"{INTERNAL_LISTENER}://{HOST}:{internal_port}")
+        advertised_listeners.append(f"{INTERNAL_LISTENER}://{HOST}:{internal_port}")
+        protocols.append(f"{INTERNAL_LISTENER}:{controller_protocol}")
     props: dict[str, str] = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
-        "controller.quorum.voters": f"{node_id}@{HOST}:{controller_port}",
-        "listeners": (
-            f"{CLIENT_LISTENER}://{HOST}:{client_port},{CONTROLLER_LISTENER}://{HOST}:{controller_port}"
+        "controller.quorum.voters": quorum,
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised_listeners),
+        "inter.broker.listener.name": (
+            CLIENT_LISTENER if internal_port is None else INTERNAL_LISTENER
         ),
-        "advertised.listeners": (
-            f"{CLIENT_LISTENER}://{HOST}:{client_port},{CONTROLLER_LISTENER}://{HOST}:{controller_port}"
-        ),
-        "inter.broker.listener.name": CLIENT_LISTENER,
         "controller.listener.names": CONTROLLER_LISTENER,
-        "listener.security.protocol.map": (
-            f"{CLIENT_LISTENER}:{protocol},{CONTROLLER_LISTENER}:{controller_protocol}"
-        ),
+        "listener.security.protocol.map": ",".join(protocols),
         "log.dirs": log_dir,
         **BROKER_DEFAULTS,
+        **(replication_defaults(len(voters)) if len(voters) > 1 else {}),
     }
     if tls is not None:
         props.update(
@@ -228,6 +273,8 @@ def broker_properties(
                 "allow.everyone.if.no.acl.found": "false",
             }
         )
+        if internal_port is not None:
+            props[f"listener.name.{INTERNAL_LISTENER.lower()}.plain.sasl.jaas.config"] = jaas
     elif users:
         raise TestClusterError("users= needs acl=True (SASL is only enabled on ACL clusters)")
     props.update(overrides or {})

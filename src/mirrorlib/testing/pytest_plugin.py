@@ -18,6 +18,9 @@ Fixtures:
 
 TLS clusters: ``kafka_clusters(["TA", "TB"], tls=True)``, with ``client_auth=True`` for brokers
 that require client certificates; ``cluster.client_config()`` has the PEM file settings.
+Three-node clusters: ``kafka_clusters(["S3", "T3"], nodes=3)``; behind a network-fault proxy:
+``kafka_clusters(["PA", "PB"], proxy=True)`` (``cluster.link``; a cached proxied cluster is
+handed out with its link reset).
 
 ``MIRRORLIB_TEST_CLUSTERS="A=host:9092,B=host:9093"`` points all of this at existing clusters
 instead: ``kafka_clusters`` hands those out (by alias, or the first ``n``), and everything that
@@ -40,6 +43,7 @@ from mirrorlib.testing.cluster import (
     ClusterOptions,
     ClusterSet,
     ExternalCluster,
+    KafkaCluster,
     _aliases,
     check_options,
 )
@@ -85,10 +89,12 @@ def require_managed(*clusters: BaseCluster) -> None:
 def _external(
     externals: list[ExternalCluster], n_or_aliases: int | Iterable[str], options: ClusterOptions
 ) -> ClusterSet:
-    if any(check_options(options).values()):
+    if any(v for k, v in check_options(options).items() if k != "nodes") or (
+        options.get("nodes", 1) != 1
+    ):
         pytest.skip(
-            "MIRRORLIB_TEST_CLUSTERS is set: ACL and TLS clusters and broker overrides need "
-            "clusters mirrorlib starts itself"
+            "MIRRORLIB_TEST_CLUSTERS is set: ACL, TLS, multi-node and proxied clusters and "
+            "broker overrides need clusters mirrorlib starts itself"
         )
     by_alias = {c.alias: c for c in externals}
     if isinstance(n_or_aliases, int):
@@ -113,6 +119,8 @@ def _key(n_or_aliases: int | Iterable[str], options: ClusterOptions) -> tuple[An
         (options.get("tls", False), options.get("client_auth", False)),
         tuple(sorted((options.get("overrides") or {}).items())),
         tuple(sorted((a, tuple(sorted(o.items()))) for a, o in cluster_overrides.items())),
+        options.get("nodes", 1),
+        options.get("proxy", False),
     )
 
 
@@ -142,7 +150,10 @@ class _SessionClusters:
                 if not cluster.managed:
                     continue
                 try:
-                    cluster.start(_start_timeout())  # no-op unless a test left it dead
+                    # no-op unless a test left it (or some of its nodes) dead or frozen
+                    cluster.start(_start_timeout())
+                    if isinstance(cluster, KafkaCluster) and cluster.proxy:
+                        cluster.link.reset()  # a plain link again, whatever the last test did
                 except TestClusterError as exc:
                     self._cache[key] = exc
                     raise

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from mirrorlib.core.batches import Plan
 from mirrorlib.core.connect_offsets import SourcePosition
-from mirrorlib.core.incarnations import Incarnation, StartKind, out_of_range, resume
+from mirrorlib.core.incarnations import Incarnation, StartKind, out_of_range, rebase, resume
 
 OLD, NEW = Incarnation("src-1", "dst-1"), Incarnation("src-2", "dst-1")
 
@@ -64,3 +65,26 @@ def test_positions_keep_their_topic_ids_where_mm2_ignores_them() -> None:
     assert SourcePosition("A", "t", 0, 41).encode_value() == b'{"offset":41}'
     mm2 = SourcePosition.decode(pos.encode_key(), b'{"offset":41}')
     assert mm2 is not None and (mm2.topic_id, mm2.remote_topic_id) == (None, None)
+
+
+def test_a_running_query_starts_a_recreated_topic_at_its_first_offset() -> None:
+    """The Spark engine: the last batch ended at 1,000 of the old ``t``; ``t`` was re-created
+    with 3,000 records. The next batch starts at 0, not 1,000 (which would wait for the new log
+    to pass 1,000 and skip what is below)."""
+    tp = ("t", 0)
+    moved = rebase({tp: 1000}, {tp: 0}, {tp: 3000}, {"t": OLD}, {"t": NEW})
+    assert moved[tp].offset == 0 and moved[tp].new_incarnation
+    assert "src-1 -> src-2" in moved[tp].message
+    # the same ids: where the last batch ended; past the end of the same log: the new end
+    assert rebase({tp: 1000}, {tp: 0}, {tp: 3000}, {"t": OLD}, {"t": OLD}) == {}
+    truncated = rebase({tp: 1000}, {tp: 0}, {tp: 600}, {"t": OLD}, {"t": OLD})[tp]
+    assert (truncated.offset, truncated.new_incarnation) == (600, False)
+    # no id known before (a checkpoint of an older mirrorlib): copied again from the start
+    unknown = rebase({tp: 1000}, {tp: 7}, {tp: 600}, {}, {"t": NEW})[tp]
+    assert (unknown.offset, unknown.new_incarnation) == (7, False)
+
+
+def test_a_plan_keeps_the_topic_ids_it_was_planned_with() -> None:
+    plan = Plan({("t", 0): 5}, {("t", 0): 9}, {("t", 0): 9}, {"t": OLD})
+    assert Plan.decode(plan.encode()) == plan
+    assert Plan.decode('{"start": {}, "end": {}, "latest": {}}').ids == {}  # older plans

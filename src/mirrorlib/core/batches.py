@@ -15,7 +15,10 @@ No Spark and no Kafka client here, so everything is unit-tested directly.
   A partition is never split: one task writes one target partition, which keeps the target's
   order equal to the source's and the offset syncs' chains intact.
 * :class:`Plan` is a batch's planned offsets as the driver keeps them in the checkpoint
-  location (``mirrorlib-plans/<batch id>``), so that a replayed batch copies the same ranges.
+  location (``mirrorlib-plans/<batch id>``), so that a replayed batch copies the same ranges,
+  with the topic IDs seen when it was planned: the next batch of a topic re-created since (a
+  new ID) starts at the new log's first offset, not where the last one ended
+  (:func:`mirrorlib.core.incarnations.rebase`).
 * :func:`settle` merges what a parked partition still owes (records planned in earlier batches
   but not copied: the target refused one) into a batch's planned ranges.
 """
@@ -28,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from mirrorlib.core.incarnations import Incarnation
 
 __all__ = [
     "Plan",
@@ -86,6 +91,10 @@ def _offsets(offsets: Mapping[TP, int]) -> dict[TP, int]:
     return dict(offsets)
 
 
+def _ids(ids: Mapping[str, Incarnation]) -> dict[str, Incarnation]:
+    return dict(ids)
+
+
 @attrs.frozen
 class Plan:
     """The planned offsets of one batch: each source partition is copied from ``start`` to
@@ -95,6 +104,8 @@ class Plan:
     start: Mapping[TP, int] = attrs.field(converter=_offsets)
     end: Mapping[TP, int] = attrs.field(converter=_offsets)
     latest: Mapping[TP, int] = attrs.field(converter=_offsets, factory=dict)
+    #: source topic -> the IDs of it and its remote topic when the batch was planned
+    ids: Mapping[str, Incarnation] = attrs.field(converter=_ids, factory=dict)
 
     @property
     def ranges(self) -> list[Range]:
@@ -107,6 +118,7 @@ class Plan:
                 "start": encode_offsets(self.start),
                 "end": encode_offsets(self.end),
                 "latest": encode_offsets(self.latest),
+                "ids": {t: [i.source_id, i.remote_id] for t, i in sorted(self.ids.items())},
             },
             sort_keys=True,
         )
@@ -118,6 +130,7 @@ class Plan:
             decode_offsets(raw.get("start")),
             decode_offsets(raw.get("end")),
             decode_offsets(raw.get("latest")),
+            {str(t): Incarnation(*ids) for t, ids in (raw.get("ids") or {}).items()},
         )
 
 

@@ -34,15 +34,28 @@ The rules (used by both engines; no Kafka client here):
   - past the log end with no stored ID to tell: the topic was truncated or deleted and created
     again; copying starts again at the log's first offset (records copied before may be copied
     twice, none is skipped), with a warning.
+
+* :func:`rebase` -- the same for a running Spark query, whose batches follow each other without
+  stored positions: the topic IDs seen when each batch was planned are kept with its plan.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 
 import attrs
 
-__all__ = ["Incarnation", "OutOfRange", "Start", "StartKind", "out_of_range", "resume"]
+__all__ = [
+    "Incarnation",
+    "Moved",
+    "OutOfRange",
+    "Start",
+    "StartKind",
+    "out_of_range",
+    "rebase",
+    "resume",
+]
 
 
 @attrs.frozen
@@ -167,3 +180,52 @@ def out_of_range(
             f"may be copied twice, none is skipped)",
         )
     return OutOfRange(next_offset, None, f"offset {next_offset} of {tp} is in the log again")
+
+
+def _differs(old: str | None, new: str | None) -> bool:
+    return old is not None and new is not None and old != new
+
+
+@attrs.frozen
+class Moved:
+    """A partition whose next batch does not start where the last one ended: ``offset`` is
+    where it starts; ``new_incarnation`` when the source or remote topic was re-created (else
+    the source log was truncated below it); ``message`` is to be logged."""
+
+    offset: int
+    new_incarnation: bool
+    message: str
+
+
+def rebase(
+    begin: Mapping[tuple[str, int], int],
+    low: Mapping[tuple[str, int], int],
+    high: Mapping[tuple[str, int], int],
+    before: Mapping[str, Incarnation],
+    now: Mapping[str, Incarnation],
+    remote_of: Callable[[str], str] = lambda t: t,
+) -> dict[tuple[str, int], Moved]:
+    """The partitions of a running Spark query whose next batch must not start at ``begin``
+    (where the last batch ended): their topic is a new incarnation on either side since the
+    last batch was planned (``before``: the ids then; ``now``: the ids now) -- copied from the
+    new log's first offset ``low`` --, or ``begin`` is past the log end ``high`` (decided by
+    :func:`out_of_range`; an id unknown before means it cannot tell a truncated log from a
+    re-created one). A ``begin`` below the log start is left to the copy task (data loss)."""
+    out: dict[tuple[str, int], Moved] = {}
+    for tp, b in sorted(begin.items()):
+        if tp not in low or tp not in high:
+            continue
+        topic, partition = tp
+        old, new = before.get(topic, Incarnation()), now.get(topic, Incarnation())
+        if _differs(old.source_id, new.source_id) or _differs(old.remote_id, new.remote_id):
+            start = resume(
+                topic, partition, stored=b - 1, stored_ids=old, current=new,
+                remote_topic=remote_of(topic),
+            )  # fmt: skip
+            out[tp] = Moved(low[tp], True, start.warning or "")
+        elif b > high[tp]:
+            same = old.source_id is not None and old.source_id == new.source_id
+            d = out_of_range(topic, partition, next_offset=b, low=low[tp], high=high[tp],
+                             same_log=same)  # fmt: skip
+            out[tp] = Moved(d.resume, False, d.message)
+    return out

@@ -41,6 +41,7 @@ from mirrorlib.core.acks import InFlight, record_syncs
 from mirrorlib.core.batches import TP, Range
 from mirrorlib.core.config.clients import replication_isolation
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
+from mirrorlib.core.incarnations import Incarnation, out_of_range, resume
 from mirrorlib.core.pacing import (
     batch_budget,
     batch_length,
@@ -54,6 +55,7 @@ from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf, consumer_dead
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
+from mirrorlib.kafka.incarnations import describe_ids
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
 from mirrorlib.kafka.parking import fatal_error, producer_died
 from mirrorlib.kafka.positions import PositionStore
@@ -97,6 +99,8 @@ class SourceView:
         self._next_refresh = 0.0
         self.missing = 0
         """Source partitions to replicate whose remote partition was not listed (last refresh)."""
+        self.events: list[tuple[str, bool]] = []
+        """What :meth:`starting_offsets` moved (message, whether a new incarnation), to count."""
 
     def close(self) -> None:
         if self._positions is not None:
@@ -196,18 +200,57 @@ class SourceView:
             )
         self._positions.refresh(timeout=s.admin_timeout)
         low, high = self.watermarks(tps)
+        ids = self.topic_ids({t for t, _ in tps})
         out = {}
         for tp in tps:
             if tp not in low or tp not in high:
                 continue
             stored = self._positions.last_replicated(*tp)
-            if stored is not None:
-                out[tp] = stored + 1
+            start = self._start(tp, stored, ids.get(tp[0], Incarnation()), low[tp], high[tp])
+            if start is not None:
+                out[tp] = start
             elif s.auto_offset_reset == "latest":
                 out[tp] = high[tp]
             else:
                 out[tp] = low[tp]
         return out
+
+    def _start(
+        self, tp: TP, stored: int | None, now: Incarnation, low: int, high: int
+    ) -> int | None:
+        """A stored position's partition's start (``None``: none stored): after it, or the log's
+        first offset for a new incarnation of either topic, or per
+        :func:`~mirrorlib.core.incarnations.out_of_range` past the log end."""
+        if stored is None or self._positions is None:
+            return None
+        s = self.s
+        before = self._positions.stored_incarnation(*tp)
+        remote = s.policy.format_remote_topic(s.source, tp[0])
+        rule = resume(tp[0], tp[1], stored=stored, stored_ids=before, current=now,
+                      remote_topic=remote)  # fmt: skip
+        if rule.new_incarnation:
+            log.warning("flow %s: %s", s.name, rule.warning)
+            self.events.append((f"{tp[0]}-{tp[1]}: {rule.warning}", True))
+            return low
+        if stored + 1 > high:
+            same = before.source_id is not None and before.source_id == now.source_id
+            d = out_of_range(tp[0], tp[1], next_offset=stored + 1, low=low, high=high,
+                             same_log=same)  # fmt: skip
+            log.warning("flow %s: %s on %s", s.name, d.message, s.source)
+            self.events.append((d.message, False))
+            return d.resume
+        return stored + 1
+
+    def topic_ids(self, topics: set[str]) -> dict[str, Incarnation]:
+        """Source topic -> the IDs of it and its remote topic now (those not described:
+        ``None``; :mod:`mirrorlib.core.incarnations`)."""
+        s = self.s
+        source, target = self._admins()
+        remotes = {t: s.policy.format_remote_topic(s.source, t) for t in topics}
+        timeout = min(s.admin_timeout, 30.0)
+        src = describe_ids(source.client, topics, timeout)
+        dst = describe_ids(target.client, set(remotes.values()), timeout)
+        return {t: Incarnation(src.get(t), dst.get(r)) for t, r in remotes.items()}
 
 
 # -- executor: copying ----------------------------------------------------------------------------
@@ -924,7 +967,12 @@ def position_producer(settings: FlowSettings) -> Any:
     return producer
 
 
-def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, int]) -> None:
+def store_positions(
+    settings: FlowSettings,
+    partitions: int,
+    last: Mapping[TP, int],
+    ids: Mapping[str, Incarnation] | None = None,
+) -> None:
     """Store the last copied upstream offset of each source partition in MM2's offsets topic on
     the target (``partitions`` is the topic's partition count), as the embedded copier does.
     One producer per flow is kept for the process (:func:`position_producer`). Raises
@@ -932,7 +980,10 @@ def store_positions(settings: FlowSettings, partitions: int, last: Mapping[TP, i
     the admin timeout."""
     producer = position_producer(settings)
     for (topic, partition), offset in sorted(last.items()):
-        pos = SourcePosition(settings.source, topic, partition, offset)
+        inc = (ids or {}).get(topic, Incarnation())  # (mirrorlib.core.incarnations)
+        pos = SourcePosition(
+            settings.source, topic, partition, offset, inc.source_id, inc.remote_id
+        )
         k = pos.encode_key()
         producer.produce(
             settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions)

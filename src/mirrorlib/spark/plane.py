@@ -32,6 +32,7 @@ from mirrorlib.core import batches
 from mirrorlib.core.acks import PARKING_BACKOFF
 from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
+from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.errors import ConfigError, MirrorError, RecordRefusedError
@@ -397,8 +398,14 @@ class CopyBatches:
         else:
             if self.backfill:
                 self.planner.pin()
-            begin = self.plan_log.last_end(batch_id)
-            plan = self.planner.plan(self.planner.initial() if begin is None else begin)
+            last = self.plan_log.last(batch_id)
+            if last is None:
+                plan = self.planner.plan(self.planner.initial())
+            else:  # (with its topic ids: a topic re-created since starts anew)
+                plan = self.planner.plan(last.end, last.ids)
+            for event, new in self.planner.take_events():
+                if new:
+                    self.flow.stats.new_incarnation(event)
             self.plan_log.save(batch_id, plan)
         self.plans.append((batch_id, plan))
         return plan
@@ -485,6 +492,10 @@ class CopyBatches:
             self.retry_at.pop(tp, None)
             self.refused.pop(tp, None)
 
+    def _ids(self, batch_id: int) -> dict[str, Incarnation]:
+        """The topic IDs batch ``batch_id`` was planned with (stored with its positions)."""
+        return next((dict(p.ids) for b, p in reversed(self.plans) if b == batch_id), {})
+
     def _store_positions(self, results: Sequence[CopyResult], batch_id: int) -> None:
         """Store the batch's last copied offset per source partition in MM2's offsets topic on
         the target, so MM2 or the embedded engine can continue where Spark stopped (and a query
@@ -499,7 +510,9 @@ class CopyBatches:
         if not last:
             return
         try:
-            store_positions(self.s, self.flow.metadata.offsets_topic_partitions, last)
+            store_positions(
+                self.s, self.flow.metadata.offsets_topic_partitions, last, self._ids(batch_id)
+            )
         except Exception as exc:
             log.warning(
                 "flow %s: storing positions of batch %d failed: %s", self.s.name, batch_id, exc

@@ -16,8 +16,9 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from mirrorlib.core import batches
+from mirrorlib.core import batches, incarnations
 from mirrorlib.core.batches import TP, Plan
+from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.kafka.ranges import SourceView
 
@@ -49,9 +50,13 @@ class PlanLog:
     def last_end(self, batch_id: int) -> dict[TP, int] | None:
         """Where batch ``batch_id`` starts: the end offsets of the newest plan before it (Spark
         runs a batch only once the previous one committed), ``None`` for a new query."""
-        ids = [i for i in self.files.ids(self.FOLDER) if i < batch_id]
-        plan = self.get(ids[-1]) if ids else None
+        plan = self.last(batch_id)
         return None if plan is None else dict(plan.end)
+
+    def last(self, batch_id: int) -> Plan | None:
+        """The newest plan before batch ``batch_id`` (``None`` for a new query)."""
+        ids = [i for i in self.files.ids(self.FOLDER) if i < batch_id]
+        return self.get(ids[-1]) if ids else None
 
     def save(self, batch_id: int, plan: Plan) -> None:
         self.files.write(f"{self.FOLDER}/{batch_id}", plan.encode().encode("utf-8"))
@@ -81,6 +86,7 @@ class BatchPlanner:
         self._view: SourceView | None = None
         self._initial: dict[TP, int] | None = None
         self._preparing: threading.Thread | None = None
+        self._events: list[tuple[str, bool]] = []  # see take_events
 
     def prepare(self, *, initial: bool, pin: bool) -> None:
         """Compute in the background, while Spark starts the query, what the first batch needs:
@@ -150,18 +156,38 @@ class BatchPlanner:
             sum(high.values()),
         )
 
-    def plan(self, begin: Mapping[TP, int]) -> Plan:
+    def take_events(self) -> list[tuple[str, bool]]:
+        """Partitions that did not start where they were (message, whether a new incarnation)
+        since the last call (:mod:`mirrorlib.core.incarnations`)."""
+        events, self._events = self._events, []
+        if self._view is not None:
+            events += self._view.events
+            self._view.events = []
+        return events
+
+    def plan(
+        self, begin: Mapping[TP, int], before: Mapping[str, Incarnation] | None = None
+    ) -> Plan:
         """The next batch from ``begin``: every partition up to the source's end offsets (a
         backfill's pinned ones), within the record budget; partitions discovered since enter
-        at their starting offsets (copied from the next batch)."""
+        at their starting offsets (copied from the next batch). ``before``: the topic IDs of
+        the previous batch's plan; a topic re-created since, or a log now ending below
+        ``begin``, starts elsewhere (:func:`~mirrorlib.core.incarnations.rebase`)."""
         view = self.view
+        ids: dict[str, Incarnation] = dict(before or {})
         if self.pinned is not None:
             tps = sorted(self.pinned)
             available = {tp: self.pinned[tp] for tp in tps if tp in begin}
         else:
             tps = view.partitions()
-            _, high = view.watermarks([tp for tp in tps if tp in begin])
+            low, high = view.watermarks([tp for tp in tps if tp in begin])
             available = {tp: high[tp] for tp in tps if tp in high}
+            now = view.topic_ids({t for t, _ in tps})
+            if before is not None:
+                begin = self._rebase(begin, low, high, before, now)
+            for t, i in now.items():
+                old = ids.get(t, Incarnation())
+                ids[t] = Incarnation(i.source_id or old.source_id, i.remote_id or old.remote_id)
         new = [tp for tp in tps if tp not in begin]
         if new:
             starts = view.starting_offsets(new)
@@ -171,7 +197,26 @@ class BatchPlanner:
             available.update(starts)
             log.info("flow %s: new partitions %s", self.settings.name, sorted(starts))
         end = batches.allot(begin, available, self.max_records, self.tasks)
-        return Plan(begin, end, available)
+        return Plan(begin, end, available, ids)
+
+    def _rebase(
+        self,
+        begin: Mapping[TP, int],
+        low: Mapping[TP, int],
+        high: Mapping[TP, int],
+        before: Mapping[str, Incarnation],
+        now: Mapping[str, Incarnation],
+    ) -> dict[TP, int]:
+        s = self.settings
+        moved = incarnations.rebase(
+            begin, low, high, before, now, lambda t: s.policy.format_remote_topic(s.source, t)
+        )
+        out = dict(begin)
+        for tp, m in moved.items():
+            log.warning("flow %s: %s", s.name, m.message)
+            self._events.append((f"{tp[0]}-{tp[1]}: {m.message}", m.new_incarnation))
+            out[tp] = m.offset
+        return out
 
     def close(self) -> None:
         self._prepared()

@@ -16,6 +16,8 @@ It answers every assignment, reports its partitions every 0.2 s (one record each
 * ``FAKE_WORKER_PARENT_SILENT=<path>``: the first process of slot 1 given partitions creates
   ``<path>`` and exits as a worker whose parent sent nothing for too long (status
   :data:`~mirrorlib.runtime.worker.EXIT_PARENT_SILENT`);
+* ``FAKE_WORKER_STOP_DELAY=<s>``: on ``Stop``, the worker exits (cleanly) ``<s>`` seconds later,
+  like a worker committing a large transaction; ``-1``: it never does (it must be killed);
 * ``FAKE_WORKER_LOG=<path>``: each holding of a partition (from the assignment that gives it to
   the process to the one that takes it away) is appended to ``<path>`` as a line
   ``slot pid topic partition holding`` when its first report has been written to the pipe.
@@ -70,6 +72,7 @@ def main() -> None:
     leave = leave if leave and start.slot == 1 and not os.path.exists(leave) else None
     slow = float(os.environ.get("FAKE_WORKER_SLOW_APPLY", "0"))
     final = int(os.environ.get("FAKE_WORKER_FINAL_REPORTS", "0"))
+    stop_delay = float(os.environ.get("FAKE_WORKER_STOP_DELAY", "0"))
     log = os.environ.get("FAKE_WORKER_LOG")
     lock = threading.Lock()
     held: frozenset[Key] = frozenset()
@@ -97,6 +100,10 @@ def main() -> None:
     threading.Thread(target=report, daemon=True).start()
     while (message := read_frame(sys.stdin.buffer)) is not None:
         if isinstance(message, Stop):
+            if stop_delay < 0:
+                continue  # never stops
+            time.sleep(stop_delay)
+            send(Exit("stopped", clean=True))
             with lock:  # no report half written
                 if final and os.fork() == 0:
                     time.sleep(0.3)  # the worker's exit was seen: its last frames come now

@@ -42,6 +42,7 @@ class Running:
         *,
         command: Callable[[], list[str]] = fake_command,
         recheck: Callable[[], Callable[[], bool]] | None = None,
+        fence: Callable[[str], None] | None = None,
     ) -> None:
         self.owned = owned
         self.stats = StatsRegistry("A", "B")
@@ -58,6 +59,7 @@ class Running:
             unresponsive_after=1.0,
             command=command,
             recheck=recheck,
+            fence=fence,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,), daemon=True)

@@ -155,6 +155,10 @@ class WorkerState(StrEnum):
     RESTARTING = "restarting"  # its process ended; a new one starts after a back-off
     REPLACED = "replaced"  # its process stopped answering; a new one is taking over (fenced)
     STOPPED = "stopped"  # the node stopped cleanly
+    #: the node stopped, but this slot's process did not end cleanly (killed, crashed) and its
+    #: transactional id could not be fenced: its open transaction, over the partitions listed,
+    #: is fenced by the node that copies them next (:func:`departed_holders`)
+    ABANDONED = "abandoned"
     FAILED = "failed"  # the flow failed (no restart)
 
 
@@ -213,10 +217,17 @@ class WorkerReport:
         return (self.flow, self.node, self.slot)
 
     def stopped(self, timestamp_ms: int) -> WorkerReport:
-        """The same slot, stopped at ``timestamp_ms`` (nothing copied any more)."""
-        state = WorkerState.FAILED if self.state is WorkerState.FAILED else WorkerState.STOPPED
+        """The same slot, stopped at ``timestamp_ms`` (nothing copied any more). A failed slot
+        stays failed, and an abandoned one stays abandoned, with the partitions it may have
+        left a transaction open on."""
+        state = WorkerState.STOPPED
+        parts: tuple[Key, ...] = ()
+        if self.state is WorkerState.FAILED:
+            state = WorkerState.FAILED
+        elif self.state is WorkerState.ABANDONED:
+            state, parts = WorkerState.ABANDONED, self.partitions
         return attrs.evolve(
-            self, state=state, partitions=(), records_per_second=0.0, bytes_per_second=0.0,
+            self, state=state, partitions=parts, records_per_second=0.0, bytes_per_second=0.0,
             lag_records=None, timestamp_ms=timestamp_ms, retry_in_s=None,
         )  # fmt: skip
 

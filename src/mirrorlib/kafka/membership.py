@@ -78,6 +78,11 @@ class GroupShare:
         #: member leaves the group, so other nodes get its partitions at once
         #: (:mod:`mirrorlib.kafka.static_member`); without it, they wait for its session timeout
         self.workers_stopped: threading.Event | None = None
+        #: once :attr:`workers_stopped`: whether no worker left a transaction open that could
+        #: not be fenced; if one may have, the member does not leave: the other nodes get its
+        #: partitions after the session timeout, when its slots' last reports are silent, and
+        #: fence them (:class:`~mirrorlib.kafka.fencing.DepartedFence`)
+        self.workers_clean: Callable[[], bool] | None = None
         #: called with the reason when another process joined the group as this node
         self.on_fenced: Callable[[str], None] | None = None
         self._stop = threading.Event()
@@ -195,6 +200,14 @@ class GroupShare:
                 "(other nodes get this node's partitions after its session timeout)",
                 self.s.name,
                 LEAVE_WAIT_S,
+            )
+            return
+        if self.workers_clean is not None and not self.workers_clean():
+            log.warning(
+                "flow %s: a worker did not end cleanly and its transactional id could not be "
+                "fenced: not leaving the flow's group (the node that gets its partitions after "
+                "the session timeout fences it)",
+                self.s.name,
             )
             return
         try:

@@ -3,8 +3,13 @@
 :class:`WorkerReporter` runs in a thread of the flow: every
 :func:`~mirrorlib.core.worker_reports.report_interval` seconds (the offset flush interval,
 between 1 and 10 s) it writes one :class:`~mirrorlib.core.worker_reports.WorkerReport` per
-worker slot of this node to the flow's worker status topic on the target, and a ``stopped`` one
-per slot when the flow stops. The slots come from ``slots()``: the worker supervisor's
+worker slot of this node to the flow's worker status topic on the target, and a last one per slot
+when the flow stops: ``stopped``, or, for a worker process that did not end cleanly and whose
+transactional id could not be fenced, ``abandoned`` with the partitions it may have left a
+transaction open on (the node that copies them next fences it). With worker processes, that
+last report waits until the supervisor stopped them (``done``); if it does not in time, none is
+written, and the last live report goes silent, which also gets the slots fenced by the next
+holder of their partitions. The slots come from ``slots()``: the worker supervisor's
 (:meth:`~mirrorlib.runtime.workers.Supervisor.slot_infos`, ``tasks.max`` > 1) or the
 in-process copier's one slot (:func:`copier_slot`); their rates and lag from the flow's
 counters.
@@ -78,8 +83,13 @@ class WorkerReporter:
         settings: FlowSettings,
         stats: StatsRegistry,
         slots: Callable[[], Sequence[SlotInfo]],
+        *,
+        done: threading.Event | None = None,
+        done_within: float = 0.0,
     ) -> None:
         self.s = settings
+        self.done = done
+        self.done_within = done_within
         self.stats = stats
         self.slots = slots
         self.interval = report_interval(settings.offset_flush_interval)
@@ -108,6 +118,13 @@ class WorkerReporter:
                     self.forget_expired(writer)
                     sweep_at = time.monotonic() + expire_after(self.interval)
                 stop.wait(self.interval)
+            if self.done is not None and not self.done.wait(self.done_within):
+                log.warning(
+                    "flow %s: the workers did not stop within %.0fs: no last report (the last "
+                    "one goes silent, and the node given their partitions fences them)",
+                    s.name, self.done_within,
+                )  # fmt: skip
+                return
             now_ms = int(time.time() * 1000)
             writer.write([r.stopped(now_ms) for r in self.reports() or self.last])
         finally:

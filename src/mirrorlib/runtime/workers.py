@@ -146,6 +146,7 @@ class _Process:
         self.records = 0  # records reported (for the rate)
         self.rate = (time.monotonic(), 0, 0.0)  # (time, records, records/s)
         self.stale = False  # replaced: nothing it says counts any more
+        self.exit_clean = False  # it said it ended cleanly (Exit.clean)
         self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
@@ -230,6 +231,10 @@ class _Slot:
         self.replaced = False  # its process replaced one that stopped answering, not heard yet
         self.fenced = False  # its transactional id was fenced since its last process ended
         self.fence: threading.Thread | None = None  # the fence of its id, while it runs
+        #: its transactional id may have an open transaction: a process of it initialised its
+        #: producer (it sent Applied) and did not end cleanly since, and no fence came after
+        self.dirty = False
+        self.held: frozenset[Key] = frozenset()  # what its last process may have written
 
     @property
     def fencing(self) -> bool:
@@ -256,10 +261,17 @@ class _Slot:
         )
 
 
-def _slot_info(slot: _Slot, now: float) -> SlotInfo:
+def _slot_info(slot: _Slot, now: float, stopped: bool) -> SlotInfo:
     proc = slot.process
     retry_in = None
-    if proc is not None:
+    if stopped and slot.dirty:  # the supervisor stopped, and its id could not be fenced
+        return SlotInfo(
+            slot=slot.index, pid=None, state=WorkerState.ABANDONED, partitions=slot.held,
+            restarts=slot.restarts, last_error=slot.last_error,
+        )  # fmt: skip
+    if stopped and not slot.failed:
+        state = WorkerState.STOPPED
+    elif proc is not None:
         state = WorkerState.STARTING if proc.last_seen is None else WorkerState.RUNNING
         if slot.replaced:
             state = WorkerState.REPLACED
@@ -268,6 +280,8 @@ def _slot_info(slot: _Slot, now: float) -> SlotInfo:
     else:
         state = WorkerState.RESTARTING if slot.restarts else WorkerState.STARTING
         retry_in = max(slot.next_start - now, 0.0)
+    if stopped:
+        retry_in = None
     return SlotInfo(
         slot=slot.index, pid=None if proc is None else proc.pid, state=state,
         partitions=frozenset() if proc is None else proc.sent, restarts=slot.restarts,
@@ -298,6 +312,7 @@ class Supervisor:
         unresponsive_after: float = UNRESPONSIVE_S,
         command: Callable[[], list[str]] = _worker_command,
         recheck: Callable[[], Callable[[], bool]] | None = None,
+        fence: Callable[[str], None] | None = None,
     ) -> None:
         self.s = settings
         self.stats = flow_stats
@@ -306,6 +321,9 @@ class Supervisor:
         self.offsets_topic_partitions = offsets_topic_partitions
         self.unresponsive_after = unresponsive_after
         self.command = command
+        #: fences a transactional id (raises MirrorError when it cannot): the target's
+        #: coordinator aborts its open transaction
+        self.fence_id = fence or self._fence_on_target
         self.slots = [_Slot(i) for i in range(settings.tasks_max)]
         self.events: queue.Queue[tuple[_Process, Any]] = queue.Queue()
         self._lock = threading.Lock()  # guards what holding() reads
@@ -316,8 +334,13 @@ class Supervisor:
         self._syncs: OffsetSyncWriter | None = None
         self._stale: list[_Process] = []  # replaced processes, killed, to reap (under _lock)
         #: set once the flow stopped and no worker process is left (they committed, or were
-        #: killed): only then may this node leave the flow's group (:class:`GroupShare`)
+        #: killed and their transactional ids fenced): only then may this node leave the
+        #: flow's group (:class:`GroupShare`)
         self.stopped = threading.Event()
+        #: once :attr:`stopped`: no slot's transactional id may hold an open transaction (every
+        #: worker ended cleanly or was fenced); False: some could not be fenced
+        self.clean = False
+        self._stopped_all = False  # (under _lock) the slots are reported stopped
         self._lost: frozenset[Key] = frozenset()  # lost partitions being released (under _lock)
         self._loop_backoff = Backoff(base=LOOP_RETRY_BASE_S, cap=LOOP_RETRY_CAP_S)
         self._loop_failed = False  # the last round of the loop raised
@@ -328,23 +351,30 @@ class Supervisor:
         #: turns true once it came), and no worker gets a partition it does not hold
         self._unconfirmed: Callable[[], bool] | None = None
         self._last_round: float | None = None
+        self._stopping = False  # (under _lock) _shutdown runs
 
     # -- what others ask ----------------------------------------------------------------------
 
     def holding(self, keys: frozenset[Key]) -> frozenset[Key]:
-        """Which of ``keys`` a worker may still be writing (thread-safe)."""
+        """Which of ``keys`` a worker may still be writing, or may have left in an open
+        transaction not fenced yet (while the flow stops) (thread-safe)."""
         with self._lock:
             held: set[Key] = set()
             procs = [s.process for s in self.slots if s.process is not None]
             for proc in [*procs, *self._stale]:  # a replaced process until it is reaped
                 held |= proc.may_hold() & keys
+            for slot in self.slots:
+                if slot.process is None and slot.dirty and self._stopping:
+                    held |= slot.held & keys
             return frozenset(held)
 
     def slot_infos(self) -> tuple[SlotInfo, ...]:
-        """Each slot now: its process, state and assigned partitions (thread-safe)."""
+        """Each slot now: its process, state and assigned partitions; once the supervisor
+        stopped, ``stopped``, or ``abandoned`` (with the partitions it may have written) for a
+        slot whose transactional id may hold an open transaction (thread-safe)."""
         now = time.monotonic()
         with self._lock:
-            return tuple(_slot_info(slot, now) for slot in self.slots)
+            return tuple(_slot_info(slot, now, self._stopped_all) for slot in self.slots)
 
     def lose(self, keys: frozenset[Key]) -> None:
         """``keys`` were lost to another node (this process's group session ended), and are
@@ -368,7 +398,11 @@ class Supervisor:
         deadline = time.monotonic() + RELEASE_TIMEOUT_S
         while self.holding(keys) and time.monotonic() < deadline:
             if stop.wait(0.05):
-                return  # stopping: the workers commit and stop anyway
+                # stopping: the workers commit and stop, or are killed and their ids fenced;
+                # the partitions are handed over only then (another node copying them while a
+                # worker still commits would write them twice)
+                self._await_stopped(keys)
+                return
         left = self.holding(keys)
         if not left:
             return
@@ -394,6 +428,18 @@ class Supervisor:
         deadline = time.monotonic() + RELEASE_TIMEOUT_S
         while self.holding(keys) and time.monotonic() < deadline and not stop.wait(0.05):
             pass
+
+    def _await_stopped(self, keys: frozenset[Key]) -> None:
+        deadline = time.monotonic() + STOP_TIMEOUT_S + FENCE_TIMEOUT_S + PIPE_JOIN_S
+        while self.holding(keys) and not self.stopped.is_set():
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "flow %s: the workers holding %d revoked partition(s) did not stop within "
+                    "%.0fs: handing them over", self.s.name, len(keys),
+                    STOP_TIMEOUT_S + FENCE_TIMEOUT_S + PIPE_JOIN_S,
+                )  # fmt: skip
+                return
+            self.stopped.wait(0.05)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -489,6 +535,7 @@ class Supervisor:
             self._merge(slot, proc, message)
         elif isinstance(message, Applied):
             with self._lock:
+                slot.dirty = True  # its producer is initialised: it may write from now on
                 proc.applied = max(proc.applied, message.version)
                 released = [k for v, k in proc.releasing if v <= proc.applied]
                 proc.releasing = [(v, k) for v, k in proc.releasing if v > proc.applied]
@@ -504,7 +551,10 @@ class Supervisor:
                 for emitted in message.syncs:
                     self._syncs.write(emitted, failed)
         elif isinstance(message, Exit):
+            proc.exit_clean = message.clean
             slot.last_error = None if not (message.fenced or message.failed) else message.reason
+            if not (message.clean or message.fenced or message.failed):
+                slot.last_error = message.reason  # (e.g. its last commit failed)
             if message.failed:
                 self.stats.set_error("copier", message.reason)
                 self.stats.state = FlowState.FAILED
@@ -524,6 +574,8 @@ class Supervisor:
             proc.merger.apply(part, stats)
             stats.worker = slot.index
         proc.records = records
+        for event in proc.merger.new_incarnations(report):  # (mirrorlib.core.incarnations)
+            self.stats.new_incarnation(event)
         self.stats.set_error(f"worker {slot.index}", "; ".join(report.errors) or None)
 
     # -- process life ---------------------------------------------------------------------------
@@ -540,6 +592,9 @@ class Supervisor:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
+                # a session of its own: a terminal's Ctrl-C (SIGINT to its foreground process
+                # group) reaches this process only, which stops the workers (see the module)
+                start_new_session=True,
             )
         except OSError as exc:
             self._failed_start(slot, f"cannot start a worker process: {exc}")
@@ -597,6 +652,7 @@ class Supervisor:
             proc.merger.forget(key)
         if slot.process is not None:
             return  # already replaced
+        self._ended(slot, proc, code)
         now = time.monotonic()
         slot.down_since = now
         if now - proc.started >= HEALTHY_S:
@@ -628,6 +684,21 @@ class Supervisor:
             delay,
         )
         self._replan = True
+
+    def _ended(self, slot: _Slot, proc: _Process, code: int) -> None:
+        """``proc``, the slot's process, exited with ``code``: whether its transactional id may
+        hold an open transaction now (:attr:`_Slot.dirty`). A process that never initialised
+        its producer wrote nothing (and fenced nothing); one that did and then said it ended
+        cleanly, with status 0, left nothing open; any other (killed, crashed, its last commit
+        failed) may have."""
+        if proc.applied < 0:
+            return
+        with self._lock:
+            if proc.exit_clean and code == 0:
+                slot.dirty = False
+                slot.held = frozenset()
+            else:
+                slot.held = proc.may_hold()
 
     def _doubt_share(self, why: str) -> None:
         """This process may no longer hold its share of the group: it did not run for longer
@@ -747,13 +818,16 @@ class Supervisor:
         assert tid is not None  # (a worker always writes in transactions)
         return tid
 
+    def _fence_on_target(self, transactional_id: str) -> None:
+        fence_transactional_id(
+            self.s.target_producer, transactional_id, cluster=self.s.target,
+            timeout=min(self.s.admin_timeout, FENCE_TIMEOUT_S),
+        )  # fmt: skip
+
     def _fence(self, index: int) -> None:
         tid = self._transactional_id(index)
         try:
-            fence_transactional_id(
-                self.s.target_producer, tid, cluster=self.s.target,
-                timeout=min(self.s.admin_timeout, FENCE_TIMEOUT_S),
-            )  # fmt: skip
+            self.fence_id(tid)
         except MirrorError as exc:
             log.warning(
                 "flow %s: worker %d is down; could not fence its transactional id (%s): "
@@ -764,6 +838,10 @@ class Supervisor:
                 exc,
             )
         else:
+            slot = self.slots[index]
+            with self._lock:
+                if slot.process is None:  # (none starts while the fence runs)
+                    slot.dirty = False
             log.info(
                 "flow %s: worker %d is down for over %.0fs: its partitions moved, and its "
                 "transactional id %s is fenced (its open transaction aborted)",
@@ -878,8 +956,50 @@ class Supervisor:
     # -- stop -------------------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        """Tell every worker to commit and stop; kill those that do not within the timeout."""
+        """Tell every worker to commit and stop; kill those that do not within the timeout;
+        fence the transactional id of every slot whose process did not end cleanly (killed,
+        crashed, its last commit failed), so that no transaction stays open on the target. A
+        slot whose id cannot be fenced is reported ``abandoned`` (:meth:`slot_infos`): the
+        node given its partitions next fences it (:mod:`mirrorlib.kafka.fencing`)."""
+        with self._lock:
+            self._stopping = True
         procs = [s.process for s in self.slots if s.process is not None]
+        self._stop_processes(procs)
+        for slot in self.slots:  # a fence's producer is dropped before the process exits
+            if slot.fence is not None:
+                slot.fence.join(FENCE_TIMEOUT_S)  # a fence ends within its own timeout
+        # syncs of what the workers committed last, and how they ended (their readers forwarded
+        # every last frame)
+        while True:
+            try:
+                proc, message = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if message is not None:
+                self._handle(proc, message)
+        for proc in procs:
+            slot = self.slots[proc.slot]
+            code = proc.popen.returncode
+            self._ended(slot, proc, code)
+            if slot.dirty and not (proc.exit_clean and code == 0):
+                how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+                slot.last_error = f"pid {proc.pid} did not end cleanly ({how})" + (
+                    f": {slot.last_error}" if slot.last_error else ""
+                )
+        with self._lock:
+            for slot in self.slots:
+                slot.process = None
+            self._stale.clear()
+        self._fence_dirty_slots()
+        self.clean = not any(slot.dirty for slot in self.slots)
+        with self._lock:
+            self._stopped_all = True
+        if self._syncs is not None:
+            self._syncs.flush(5.0)
+
+    def _stop_processes(self, procs: list[_Process]) -> None:
+        """Send every process Stop; kill those still running after :data:`STOP_TIMEOUT_S`, and
+        the replaced ones; close their pipes once their reader threads forwarded every frame."""
         for proc in procs:
             proc.send(Stop())
         deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -901,23 +1021,54 @@ class Supervisor:
                 proc.popen.kill()
                 proc.popen.wait()
             proc.close_pipes()
-        with self._lock:
-            for slot in self.slots:
-                slot.process = None
-            self._stale.clear()
-        for slot in self.slots:  # a fence's producer is dropped before the process exits
-            if slot.fence is not None:
-                slot.fence.join(FENCE_TIMEOUT_S)  # a fence ends within its own timeout
-        # syncs of what the workers committed last (their readers forwarded every last frame)
-        while True:
+
+    def _fence_dirty_slots(self) -> None:
+        """Fence the id of every slot that may hold an open transaction, all at once."""
+        dirty = [slot for slot in self.slots if slot.dirty]
+        if not dirty:
+            return
+        outcome: dict[int, MirrorError | None] = {}
+
+        def fence(slot: _Slot) -> None:
             try:
-                proc, message = self.events.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(message, Syncs | Report):
-                self._handle(proc, message)
-        if self._syncs is not None:
-            self._syncs.flush(5.0)
+                self.fence_id(self._transactional_id(slot.index))
+            except MirrorError as exc:
+                outcome[slot.index] = exc
+            else:
+                outcome[slot.index] = None
+
+        threads = [
+            threading.Thread(target=fence, args=(slot,), daemon=True,
+                             name=f"mirrorlib {self.s.name} fence {slot.index}")
+            for slot in dirty
+        ]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + FENCE_TIMEOUT_S + 1.0
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.1))
+        for slot in dirty:
+            tid = self._transactional_id(slot.index)
+            failed = outcome.get(slot.index, MirrorError(f"no answer in {FENCE_TIMEOUT_S:.0f}s"))
+            if failed is None:
+                with self._lock:
+                    slot.dirty = False
+                slot.last_error = f"{slot.last_error}; its transactional id {tid} was fenced"
+                log.info(
+                    "flow %s: worker %d did not end cleanly: its transactional id %s is fenced "
+                    "(its open transaction aborted)", self.s.name, slot.index, tid,
+                )  # fmt: skip
+            else:
+                slot.last_error = f"{slot.last_error}; fencing {tid} failed: {failed}"
+                log.warning(
+                    "flow %s: worker %d did not end cleanly, and its transactional id %s could "
+                    "not be fenced (%s): reported abandoned, with its partitions %s; the node "
+                    "that copies them next fences it (until then, or until the broker aborts its "
+                    "open transaction after transaction.timeout.ms, read_committed readers of "
+                    "their remote partitions wait)",
+                    self.s.name, slot.index, tid, failed,
+                    ", ".join(f"{t}-{p}" for t, p in sorted(slot.held)) or "none",
+                )  # fmt: skip
 
 
 class WorkerPlane:
@@ -950,6 +1101,7 @@ class WorkerPlane:
         share.await_release = supervisor.await_release
         share.lose = supervisor.lose
         share.workers_stopped = supervisor.stopped
+        share.workers_clean = lambda: supervisor.clean
 
         def fenced(reason: str) -> None:  # this node owns nothing now: the workers drop all
             flow.stats.set_error("membership", reason)
@@ -958,7 +1110,10 @@ class WorkerPlane:
         share.on_fenced = fenced
         flow.spawn("workers", supervisor.run)
         flow.spawn("membership", share.run)
-        reporter = WorkerReporter(flow.settings, flow.stats, supervisor.slot_infos)
+        reporter = WorkerReporter(
+            flow.settings, flow.stats, supervisor.slot_infos, done=supervisor.stopped,
+            done_within=STOP_TIMEOUT_S + FENCE_TIMEOUT_S + PIPE_JOIN_S + 5.0,
+        )  # fmt: skip
         flow.spawn("worker status", reporter.run)
 
     def stop(self) -> None:

@@ -18,6 +18,8 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 from mirrorlib.core.audit import record_digest
 from mirrorlib.errors import ClusterError
 from mirrorlib.kafka import new_consumer
+from mirrorlib.kafka.admin import FreshAdmin
+from mirrorlib.kafka.admin import list_offsets as fresh_list_offsets
 
 __all__ = ["first_timestamps", "list_offsets", "read_digests", "topic_partitions"]
 
@@ -48,17 +50,18 @@ def topic_partitions(admin: Any, alias: str, timeout: float) -> dict[str, int]:
 def list_offsets(
     admin: Any, alias: str, tps: Iterable[tuple[str, int]], latest: bool, timeout: float
 ) -> dict[tuple[str, int], int]:
-    """Earliest or latest offset of each partition (one ListOffsets request)."""
+    """Earliest or latest offset of each partition (one ListOffsets request).
+    Raises :class:`~mirrorlib.errors.KafkaRequestError` naming the partition a broker refused
+    until ``timeout``."""
     spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-    request = {KafkaTopicPartition(t, p): spec for t, p in tps}
+    request = {(t, p): spec for t, p in tps}
     if not request:
         return {}
-    try:
-        futures = admin.list_offsets(request, request_timeout=timeout)
-        return {(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in
-                futures.items()}  # fmt: skip
-    except (KafkaException, TimeoutError) as exc:
-        raise ClusterError(f"cluster {alias}: cannot list offsets: {exc}") from exc
+    # partitions refused for a moved leader are asked again with fresh metadata until timeout
+    return fresh_list_offsets(
+        FreshAdmin(alias=alias, client=admin), request, timeout=timeout,
+        action=f"list {'latest' if latest else 'earliest'} offsets",
+    )  # fmt: skip
 
 
 def first_timestamps(

@@ -191,9 +191,9 @@ def test_transient_errors_are_retried_as_they_are() -> None:
     assert step == RetryStep(give_up=False, delay=2.0)
 
 
-def test_permanent_errors_give_up_at_once() -> None:
+def test_permanent_errors_give_up_at_once_and_keep_the_client() -> None:
     step = next_retry(BrokerErrorKind.PERMANENT, failures=1, remaining=30.0, delay=0.2)
-    assert step.give_up
+    assert step == RetryStep(give_up=True)
 
 
 @given(
@@ -207,7 +207,8 @@ def test_a_retry_never_waits_past_the_deadline_and_stops_once_it_passed(
 ) -> None:
     step = next_retry(kind, failures=failures, remaining=remaining, delay=delay)
     if remaining <= 0:
-        assert step.give_up
+        # given up, and the next call starts with a new client
+        assert step.give_up and step.new_client
     else:
         assert not step.give_up
         assert 0 <= step.delay <= min(delay, remaining)

@@ -498,6 +498,30 @@ def test_a_stale_epoch_that_never_clears_fails_by_the_deadline_naming_the_partit
     assert raised.value.code == "FENCED_LEADER_EPOCH" and raised.value.retriable
     attempts = sum(len(c.asked) for c in clients)
     assert 3 <= attempts <= 1.0 / 0.05 + 1  # retried, with a back-off (no busy loop)
+    # the next call starts with a client of its own
+    assert admin.client is clients[-1] and clients[-1].asked == []
+
+
+def test_a_timeout_until_the_deadline_leaves_a_new_client_for_the_next_call() -> None:
+    from mirrorlib.errors import ClusterTimeoutError
+    from mirrorlib.kafka.admin import FreshAdmin
+
+    clients: list[object] = []
+
+    def new_client() -> object:
+        clients.append(object())
+        return clients[-1]
+
+    def describe(client: object, remaining: float) -> str:
+        if client is clients[0]:  # a client stuck since a broker restart
+            raise TimeoutError()
+        return "STABLE"
+
+    admin = FreshAdmin(alias="A", new_client=new_client, base=0.05, cap=0.2)
+    with pytest.raises(ClusterTimeoutError, match="describe group g on cluster A failed"):
+        admin.call("describe group g", describe, timeout=0.3)
+    assert len(clients) == 2 and admin.client is clients[1]
+    assert admin.call("describe group g", describe, timeout=0.3) == "STABLE"
 
 
 def test_a_permanent_error_is_not_retried() -> None:

@@ -23,8 +23,10 @@ error is transient (a timeout, a broker down), or retrying cannot help — and
 :func:`next_retry` says what to do after a failed attempt: give up (a permanent error, or the
 caller's deadline passed), or wait a back-off delay (never past the deadline) and try again,
 with fresh metadata when it was stale, and with a new client when fresh metadata did not help
-(librdkafka's admin client keeps a partition's leader epoch in its metadata cache and retries
-with it: it must be refreshed, or the client replaced).
+(librdkafka's admin client keeps a partition's leader epoch in its metadata cache and sends it
+again: it must be refreshed, or the client replaced) or when the deadline passed on a
+retriable error (a long-lived admin client's coordinator requests can time out for good after
+a broker restart, while a new client is answered at once).
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ class RetryStep:
     delay: float = 0.0
     #: fetch fresh metadata before the next attempt
     refresh_metadata: bool = False
-    #: replace the client before the next attempt (implies fresh metadata)
+    #: replace the client before the next attempt (implies fresh metadata), or, when giving
+    #: up, before the caller's next call
     new_client: bool = False
 
 
@@ -195,11 +198,16 @@ def next_retry(
     for this failure (:meth:`Backoff.next_delay`). A permanent error gives up at once, any other
     error when the deadline has passed; otherwise the wait is the delay cut to the deadline, so
     the last attempt is made just before it. Stale metadata is refreshed before the retry, and
-    from the :data:`NEW_CLIENT_AFTER`-th consecutive failure on the client is replaced."""
+    from the :data:`NEW_CLIENT_AFTER`-th consecutive failure on the client is replaced; a
+    retriable error that outlived the deadline replaces the client too, for the next call."""
     if failures < 1:
         raise ValueError(f"failures counts the failed attempts, not {failures!r}")
-    if kind is BrokerErrorKind.PERMANENT or remaining <= 0:
+    if kind is BrokerErrorKind.PERMANENT:
         return RetryStep(give_up=True)
+    if remaining <= 0:
+        # the next call starts with a new client: a long-lived librdkafka admin client can stay
+        # stuck after a broker restart (coordinator requests time out until it is replaced)
+        return RetryStep(give_up=True, new_client=True)
     stale = kind is BrokerErrorKind.STALE_METADATA
     return RetryStep(
         give_up=False,

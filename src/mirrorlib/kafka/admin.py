@@ -425,7 +425,10 @@ class FreshAdmin:
     with fresh metadata (a metadata request for every topic) when it was stale, and with a new
     client when fresh metadata did not help; then it raises a
     :class:`~mirrorlib.errors.KafkaRequestError` naming the cluster, the partition and the
-    broker's error.
+    broker's error. A retriable error that lasted until the deadline also leaves a new client
+    for the next call: after a broker restart, a long-lived client's coordinator requests
+    (DescribeGroups, OffsetFetch) were measured to time out for minutes, fresh metadata or not,
+    while a new client was answered at once.
 
     ``config``: the client's librdkafka configuration (a new client is made from it);
     ``client``: an existing ``AdminClient`` (without ``config`` or ``new_client`` it is kept,
@@ -506,6 +509,8 @@ class FreshAdmin:
                 )  # fmt: skip
                 what = f"{action}" + (f" ({resource})" if resource else "")
                 if step.give_up:
+                    if step.new_client:  # for the caller's next call
+                        self.renew()
                     raise self._give_up(what, resource, name, retriable, text, kind, failures,
                                         time.monotonic() - started) from cause  # fmt: skip
                 if failures == 1 or (step.new_client and failures == 2):

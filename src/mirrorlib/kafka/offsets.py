@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
@@ -21,7 +21,13 @@ from mirrorlib.kafka import new_consumer
 from mirrorlib.kafka.admin import FreshAdmin
 from mirrorlib.kafka.admin import list_offsets as fresh_list_offsets
 
-__all__ = ["first_timestamps", "list_offsets", "read_digests", "topic_partitions"]
+__all__ = [
+    "first_records",
+    "first_timestamps",
+    "list_offsets",
+    "read_digests",
+    "topic_partitions",
+]
 
 
 def _consumer(config: Mapping[str, Any]) -> Any:
@@ -48,18 +54,26 @@ def topic_partitions(admin: Any, alias: str, timeout: float) -> dict[str, int]:
 
 
 def list_offsets(
-    admin: Any, alias: str, tps: Iterable[tuple[str, int]], latest: bool, timeout: float
+    admin: Any,
+    alias: str,
+    tps: Iterable[tuple[str, int]],
+    latest: bool,
+    timeout: float,
+    *,
+    read_committed: bool = False,
 ) -> dict[tuple[str, int], int]:
-    """Earliest or latest offset of each partition (one ListOffsets request).
+    """Earliest or latest offset of each partition (one ListOffsets request); the latest is the
+    last stable offset when ``read_committed`` (what a ``read_committed`` reader can reach).
     Raises :class:`~mirrorlib.errors.KafkaRequestError` naming the partition a broker refused
     until ``timeout``."""
     spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
     request = {(t, p): spec for t, p in tps}
     if not request:
         return {}
+    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
     # partitions refused for a moved leader are asked again with fresh metadata until timeout
     return fresh_list_offsets(
-        FreshAdmin(alias=alias, client=admin), request, timeout=timeout,
+        FreshAdmin(alias=alias, client=admin), request, timeout=timeout, isolation_level=level,
         action=f"list {'latest' if latest else 'earliest'} offsets",
     )  # fmt: skip
 
@@ -84,6 +98,43 @@ def first_timestamps(
                 if key not in found:
                     found[key] = msg.timestamp()[1]
                     consumer.pause([KafkaTopicPartition(key[0], key[1])])
+        return found
+    finally:
+        consumer.close()
+
+
+def first_records(
+    consumer_config: Mapping[str, Any],
+    ranges: Mapping[tuple[str, int], tuple[int, int]],
+    timeout: float,
+    *,
+    read_committed: bool,
+) -> dict[tuple[str, int], int | None]:
+    """For each partition, the timestamp of its first record in ``[start, end)``, read with
+    the given isolation level, or ``None`` when the range holds no record at all: only
+    transaction markers, records of aborted transactions (``read_committed``) or offsets
+    compacted away — the consumer's position moves past those without delivering anything.
+    Partitions whose answer does not come within ``timeout`` are left out."""
+    if not ranges:
+        return {}
+    conf = dict(consumer_config)
+    conf["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
+    consumer = _consumer(conf)
+    try:
+        consumer.assign([KafkaTopicPartition(t, p, s) for (t, p), (s, _) in ranges.items()])
+        found: dict[tuple[str, int], int | None] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(ranges) and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                key = (msg.topic(), msg.partition())
+                if msg.error() is not None or key in found:
+                    continue
+                found[key] = msg.timestamp()[1] if msg.offset() < ranges[key][1] else None
+                consumer.pause([KafkaTopicPartition(key[0], key[1])])
+            waiting = [KafkaTopicPartition(t, p) for t, p in ranges if (t, p) not in found]
+            for ktp in consumer.position(waiting) if waiting else ():
+                if ktp.offset >= ranges[(ktp.topic, ktp.partition)][1]:
+                    found[(ktp.topic, ktp.partition)] = None  # past the end: nothing in between
         return found
     finally:
         consumer.close()

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
+import attrs
+
 from mirrorlib.core.audit import (
     FlowHealth,
     PartitionAudit,
@@ -35,11 +37,14 @@ from mirrorlib.core.audit import (
     stall_limit_s,
 )
 from mirrorlib.core.config import FlowConfig, MirrorConfig
+from mirrorlib.core.config.clients import READ_COMMITTED, replication_isolation
+from mirrorlib.core.incarnations import Incarnation, mismatch
 from mirrorlib.core.plans import Plan
 from mirrorlib.core.worker_reports import WorkerView, view_reports
 from mirrorlib.errors import ClusterError, ConfigError, MirrorError
 from mirrorlib.kafka import new_admin_client
-from mirrorlib.kafka.offsets import first_timestamps, list_offsets, read_digests, topic_partitions
+from mirrorlib.kafka.incarnations import describe_ids
+from mirrorlib.kafka.offsets import first_records, list_offsets, read_digests, topic_partitions
 from mirrorlib.kafka.probe import check_reachable_all, unreachable
 
 __all__ = ["check_clusters", "flow_plan", "flow_status", "select_flows", "verify_flow"]
@@ -79,8 +84,18 @@ def check_clusters(config: MirrorConfig, aliases: Iterable[str], timeout: float)
 # -- status -----------------------------------------------------------------------------------
 
 
+def _reads_committed(flow: FlowConfig) -> bool:
+    """Whether the flow's replication consumer reads the source ``read_committed`` (the rule
+    every engine follows): then status and verify compare with what such a reader sees."""
+    level = flow.source_consumer_config().get("isolation.level")
+    return replication_isolation(level, exactly_once=flow.exactly_once_enabled) == READ_COMMITTED
+
+
 def _positions(
-    config: MirrorConfig, flow: FlowConfig, timeout: float
+    config: MirrorConfig,
+    flow: FlowConfig,
+    timeout: float,
+    incarnations: dict[tuple[str, int], Incarnation] | None = None,
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """The flow's stored positions (next offset to replicate) and when each was stored (ms).
 
@@ -97,6 +112,8 @@ def _positions(
     )  # fmt: skip
     try:
         store.refresh(timeout=timeout)
+        if incarnations is not None:  # the topic ids stored with them (verify)
+            incarnations.update(store.incarnations())
         return {key: offset + 1 for key, offset in store.all().items()}, store.stored_at()
     finally:
         store.close()
@@ -159,13 +176,21 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 15.0) -
             (t, p) for t, n in sorted(counts.items()) if flow.should_replicate_topic(t)
             for p in range(n)
         ]  # fmt: skip
-        ends = list_offsets(source_admin, flow.source, tps, True, timeout)
-        lagging = {tp: pos for tp, pos in positions.items() if tp in ends and ends[tp] > pos}
-        stamps = first_timestamps(config.client_config(flow.source, "consumer"), lagging, 5.0)
+        # the end a read_committed copier can reach is the last stable offset
+        committed = _reads_committed(flow)
+        ends = list_offsets(source_admin, flow.source, tps, True, timeout, read_committed=committed)
+        lagging = {
+            tp: (pos, ends[tp]) for tp, pos in positions.items() if tp in ends and ends[tp] > pos
+        }
+        stamps = first_records(
+            config.client_config(flow.source, "consumer"), lagging, 5.0, read_committed=committed
+        )
         for t, p in tps:
             end = ends.get((t, p))
             pos = positions.get((t, p))
-            lag = lag_records(end, pos)
+            # no record between position and end (a trailing commit marker, an aborted
+            # transaction, compacted offsets): nothing is left to copy
+            lag = lag_records(pos if (t, p) in stamps and stamps[(t, p)] is None else end, pos)
             stored = stored_at.get((t, p))
             partitions.append(
                 PartitionLag(
@@ -318,6 +343,30 @@ def _checked_admins(config: MirrorConfig, flow: FlowConfig, timeout: float) -> t
     )
 
 
+def _incarnations(
+    source_admin: Any,
+    target_admin: Any,
+    audits: list[PartitionAudit],
+    stored: Mapping[tuple[str, int], Incarnation],
+    timeout: float,
+) -> list[PartitionAudit]:
+    """``audits`` with the partitions whose topics are other incarnations than their stored
+    positions say marked (:func:`~mirrorlib.core.incarnations.mismatch`)."""
+
+    topics = {a.topic for a in audits if (a.topic, a.partition) in stored}
+    if not topics:
+        return audits
+    src = describe_ids(source_admin, topics, timeout)
+    dst = describe_ids(target_admin, {a.remote_topic for a in audits}, timeout)
+    out = []
+    for a in audits:
+        ids = stored.get((a.topic, a.partition))
+        now = Incarnation(src.get(a.topic), dst.get(a.remote_topic))
+        why = None if ids is None else mismatch(a.topic, a.remote_topic, ids, now)
+        out.append(a if why is None else attrs.evolve(a, incarnation=why))
+    return out
+
+
 def verify_flow(
     config: MirrorConfig,
     flow: FlowConfig,
@@ -352,8 +401,9 @@ def verify_flow(
         t for t in sorted(counts)
         if flow.should_replicate_topic(t) and (pattern is None or pattern.fullmatch(t))
     ]  # fmt: skip
+    stored_ids: dict[tuple[str, int], Incarnation] = {}
     try:
-        positions, _ = _positions(config, flow, 2 * request)
+        positions, _ = _positions(config, flow, 2 * request, stored_ids)
     except MirrorError as exc:
         errors.append(f"positions unreadable, unmatched records count as pending: {exc}")
         positions = {}
@@ -363,10 +413,16 @@ def verify_flow(
         for t, p in tps
         if p < remote_counts.get(policy.format_remote_topic(flow.source, t), 0)
     ]
+    # both sides as the flow's replication consumer reads the source: read_committed (the
+    # default), records of aborted transactions are not records to copy, and the ends are the
+    # last stable offsets (a transaction still open is not waited for)
+    committed = _reads_committed(flow)
     lows = list_offsets(source_admin, flow.source, tps, False, request)
-    highs = list_offsets(source_admin, flow.source, tps, True, request)
+    highs = list_offsets(source_admin, flow.source, tps, True, request, read_committed=committed)
     rlows = list_offsets(target_admin, flow.target, remote_tps, False, request)
-    rhighs = list_offsets(target_admin, flow.target, remote_tps, True, request)
+    rhighs = list_offsets(
+        target_admin, flow.target, remote_tps, True, request, read_committed=committed
+    )
     total = sum(highs[tp] - lows[tp] for tp in tps) + sum(
         rhighs[tp] - rlows[tp] for tp in remote_tps
     )
@@ -390,7 +446,7 @@ def verify_flow(
             remaining = max(deadline - time.monotonic(), 1.0)
             yield from read_digests(
                 conf, topic, p, start, min(start + VERIFY_WINDOW, high),
-                read_committed=flow.exactly_once_enabled, timeout=remaining, progress=tick,
+                read_committed=committed, timeout=remaining, progress=tick,
             )  # fmt: skip
 
     for t, p in tps:
@@ -407,6 +463,7 @@ def verify_flow(
             errors.append(f"{t}-{p}: {exc}")
             continue
         audits.append(audit)
+    audits = _incarnations(source_admin, target_admin, audits, stored_ids, request)
     if progress is not None:
         progress(VerifyProgress(flow.name, done, total, finished=True))
     return VerifyReport(flow=flow.name, partitions=tuple(audits), errors=tuple(errors))

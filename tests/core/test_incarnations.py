@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from mirrorlib.core.batches import Plan
 from mirrorlib.core.connect_offsets import SourcePosition
-from mirrorlib.core.incarnations import Incarnation, StartKind, out_of_range, rebase, resume
+from mirrorlib.core.incarnations import (
+    Incarnation,
+    StartKind,
+    mismatch,
+    out_of_range,
+    rebase,
+    resume,
+)
 
 OLD, NEW = Incarnation("src-1", "dst-1"), Incarnation("src-2", "dst-1")
 
@@ -88,3 +95,12 @@ def test_a_plan_keeps_the_topic_ids_it_was_planned_with() -> None:
     plan = Plan({("t", 0): 5}, {("t", 0): 9}, {("t", 0): 9}, {"t": OLD})
     assert Plan.decode(plan.encode()) == plan
     assert Plan.decode('{"start": {}, "end": {}, "latest": {}}').ids == {}  # older plans
+
+
+def test_verify_names_a_topic_of_another_incarnation() -> None:
+    assert mismatch("t", "A.t", OLD, OLD) is None
+    assert mismatch("t", "A.t", Incarnation(), NEW) is None  # stored by MM2: nothing to tell
+    source = mismatch("t", "A.t", OLD, NEW)
+    assert source is not None and "source topic t is a new incarnation" in source
+    remote = mismatch("t", "A.t", OLD, Incarnation("src-1", "dst-9"))
+    assert remote is not None and "remote topic A.t is a new incarnation" in remote

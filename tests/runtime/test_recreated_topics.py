@@ -12,6 +12,7 @@ from confluent_kafka import KafkaException
 
 from mirrorlib import Checkpoint, Replicator
 from mirrorlib.core.status import FlowStatus
+from mirrorlib.runtime.operations import select_flows, verify_flow
 from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.runtime.conftest import commit_group, config, decoded, read_all, wait_for
 
@@ -140,6 +141,12 @@ def test_a_remote_topic_recreated_on_the_target_is_filled_again(
     with Replicator(cfg):
         wait_for("the topic copied", lambda: copied(b, remote, "r-", 800, eos=False))
     recreate(b, remote)
+    (flow_cfg,) = select_flows(cfg, "A->B")
+    report = verify_flow(cfg, flow_cfg, topic, timeout=120)
+    (audit,) = report.partitions
+    assert not report.ok and audit.incarnation is not None, report.describe()
+    assert f"remote topic {remote} is a new incarnation" in audit.incarnation
+    assert audit.incarnation in report.describe()
     with caplog.at_level(logging.WARNING), Replicator(cfg) as r:
         wait_for(
             "the remote topic filled again",
@@ -148,3 +155,5 @@ def test_a_remote_topic_recreated_on_the_target_is_filled_again(
         )
         assert flow(r).new_incarnations == 1
     assert f"remote topic {remote} {WARNING}" in caplog.text
+    (audit,) = verify_flow(cfg, flow_cfg, topic, timeout=120).partitions
+    assert audit.incarnation is None and audit.ok, audit

@@ -17,6 +17,12 @@ partition and classifies every difference:
 * **truncated** — remote records older than the source's first remaining record (the source
   deleted them by retention after they were copied; not an error).
 
+A partition whose source or remote topic is another *incarnation* (deleted and created again:
+a new topic id) than the one its stored position was written for is reported too
+(:attr:`PartitionAudit.incarnation`, :func:`mirrorlib.core.incarnations.mismatch`). Records of
+an old incarnation left on the remote topic match no record of the source topic now: they count
+as extra.
+
 Records are matched as a multiset of digests, so the check does not depend on offsets (the
 remote offsets differ from the source's after transactions, compaction or restarts).
 
@@ -118,11 +124,17 @@ class PartitionAudit:
     truncated: int
     missing_offsets: tuple[int, ...] = ()  # the first few source offsets of missing records
     extra_offsets: tuple[int, ...] = ()  # the first few remote offsets of extra records
+    #: the source or remote topic is another incarnation than the stored position was written
+    #: for (deleted and created again: mirrorlib.core.incarnations.mismatch), else None
+    incarnation: str | None = None
 
     @property
     def ok(self) -> bool:
-        """No missing, extra or duplicated record."""
-        return self.missing == 0 and self.extra == 0 and self.duplicated == 0
+        """No missing, extra or duplicated record, and the incarnations match."""
+        return (
+            self.missing == 0 and self.extra == 0 and self.duplicated == 0
+            and self.incarnation is None
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {**attrs.asdict(self), "ok": self.ok}
@@ -372,6 +384,8 @@ class VerifyReport:
             f"yet, {t['truncated']} older than the source's log start"
         )
         for p in self.partitions:
+            if p.incarnation is not None:
+                out.append(f"  {p.topic}-{p.partition}: {p.incarnation}")
             if p.missing_offsets:
                 out.append(
                     f"  {p.topic}-{p.partition}: missing source offsets "

@@ -52,6 +52,7 @@ __all__ = [
     "OutOfRange",
     "Start",
     "StartKind",
+    "mismatch",
     "out_of_range",
     "rebase",
     "resume",
@@ -229,3 +230,24 @@ def rebase(
                              same_log=same)  # fmt: skip
             out[tp] = Moved(d.resume, False, d.message)
     return out
+
+
+def mismatch(
+    topic: str, remote_topic: str, stored: Incarnation, current: Incarnation
+) -> str | None:
+    """What ``mirrorlib verify`` says of a partition whose stored position was written for
+    other incarnations of its topics than the ones there now (``None``: the same, or not
+    known): the remote topic does not hold the current source topic's records (yet)."""
+    if _differs(stored.source_id, current.source_id):
+        return (
+            f"source topic {topic} is a new incarnation (topic id {current.source_id}; the "
+            f"position on the target was stored for {stored.source_id}): {remote_topic} holds "
+            "the old one's records until the replicator copies the new one"
+        )
+    if _differs(stored.remote_id, current.remote_id):
+        return (
+            f"remote topic {remote_topic} is a new incarnation (topic id {current.remote_id}; "
+            f"the position was stored for {stored.remote_id}): the records copied into the old "
+            "one are gone until the replicator copies the source again"
+        )
+    return None

@@ -12,8 +12,11 @@ from mirrorlib import (
 from mirrorlib.core.checkpointing import (
     CheckpointStore,
     PromptSchedule,
+    TargetGroupAction,
+    TargetGroups,
     checkpoints_for_group,
     group_offsets_to_sync,
+    groups_to_forget,
     next_emission,
     rename_topic,
 )
@@ -171,3 +174,61 @@ def test_a_fixed_rate_cycle_takes_every_waiting_group_and_counts_as_a_pass() -> 
     sched.add(["g"])
     assert sched.due(6.5) == set()
     assert sched.due(6.6) == {"g"}
+
+
+# -- pruning: groups gone from the source, groups deleted on the target ----------------------------
+
+
+def test_groups_gone_from_the_source_or_filtered_out_are_forgotten() -> None:
+    known = ["stays", "deleted-on-a", "ephemeral-1", "filtered"]
+    on_source = {"stays", "filtered", "new-on-a"}
+    forget = groups_to_forget(known, on_source, lambda g: g != "filtered")
+    assert forget == {"deleted-on-a", "ephemeral-1", "filtered"}
+    # a group new on the source is not ours to forget; nothing known, nothing forgotten
+    assert groups_to_forget([], on_source, lambda g: True) == set()
+
+
+def test_store_forgets_groups() -> None:
+    store = CheckpointStore()
+    for group in ("a", "b", "c"):
+        store.add(Checkpoint(group, "A.t", 0, 1, 1))
+    store.forget({"a", "c", "never-known"})
+    assert store.groups() == ["b"] and len(store) == 1
+    assert store.group("a") == {} and store.latest("a") == {}
+
+
+def test_a_group_absent_on_the_target_is_created_only_if_it_never_existed_there() -> None:
+    t = TargetGroups()
+    # new on the source, never on the target: created (as MM2 and before)
+    assert t.decide("new", "absent") is TargetGroupAction.CREATE
+    t.committed("new")
+    # it now exists there: updated forward while empty, untouched while active
+    assert t.decide("new", "empty") is TargetGroupAction.UPDATE
+    assert t.decide("new", "active") is TargetGroupAction.SKIP
+    assert t.decide("new", "unknown") is TargetGroupAction.SKIP
+    # an operator deleted it on the target: never re-created, reported once
+    assert t.decide("new", "absent") is TargetGroupAction.DELETED_NOW
+    assert t.decide("new", "absent") is TargetGroupAction.DELETED
+    assert t.deleted == {"new"}
+    # it appears there again (its consumers started there, say): updated forward again
+    assert t.decide("new", "empty") is TargetGroupAction.UPDATE
+    assert t.deleted == set()
+
+
+def test_a_group_seen_on_the_target_but_never_synced_is_not_re_created_either() -> None:
+    t = TargetGroups()
+    assert t.decide("g", "active") is TargetGroupAction.SKIP  # consumers on the target
+    assert t.decide("g", "absent") is TargetGroupAction.DELETED_NOW
+    t2 = TargetGroups()
+    assert t2.decide("g", "empty") is TargetGroupAction.UPDATE
+    assert t2.decide("g", "absent") is TargetGroupAction.DELETED_NOW
+
+
+def test_forgotten_groups_leave_the_target_memory() -> None:
+    t = TargetGroups()
+    t.committed("gone")
+    t.decide("gone", "absent")
+    t.forget({"gone"})
+    assert t.deleted == set() and len(t) == 0
+    # a group of the same name created later on the source is a new group
+    assert t.decide("gone", "absent") is TargetGroupAction.CREATE

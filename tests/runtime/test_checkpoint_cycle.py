@@ -220,6 +220,8 @@ def test_a_cycle_cut_short_writes_the_remaining_groups_on_the_next_cycle() -> No
     assert task.emit_checkpoints(producer).produced == 30
     assert sorted(cp.group for cp in producer.written) == groups
     assert len(task.store) == 50
+
+
 class _LogMsg(_Msg):
     def topic(self) -> str:
         return "A.checkpoints.internal"
@@ -243,3 +245,109 @@ def test_checkpoints_read_at_start_up_are_kept_for_replicated_groups_only() -> N
     assert task.store.get("g", TopicPartition("A.t", 0)) == kept
     assert task.store.get("skip-me", TopicPartition("A.t", 0)) is None
     assert task.corrupt_records == 1
+
+
+# -- forgetting groups gone from the source; never re-creating a group deleted on the target -----
+
+
+def _tombstone(group: str) -> _Msg:
+    deleted = _group_commit(group, 0)
+    return _Msg(deleted.key(), None)  # type: ignore[arg-type]
+
+
+def _following(groups: list[str]) -> tuple[CheckpointTask, _Producer]:
+    task, producer = _task(), _Producer()
+    task.following_commits = True
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    task.take_commits([_group_commit(g, 40) for g in groups])
+    assert task.emit_checkpoints(producer).produced == len(groups)
+    return task, producer
+
+
+def test_the_state_of_a_group_deleted_on_the_source_is_forgotten() -> None:
+    task, producer = _following(["stays", "gone"])
+    assert task.store.groups() == ["gone", "stays"]
+    assert task.forget_gone_groups() == set()
+    task.take_commits([_tombstone("gone")])  # deleted (or expired) on the source
+    task.emit_checkpoints(producer)  # the cycle that takes the change in
+    assert task.forget_gone_groups() == {"gone"}
+    assert task.store.groups() == ["stays"]
+    assert task.forget_gone_groups() == set()
+    # committing again later, it is a new group: checkpointed afresh
+    task.take_commits([_group_commit("gone", 30)])
+    assert task.emit_checkpoints(producer).produced == 1
+    assert task.store.get("gone", TopicPartition("A.t", 0)) == Checkpoint("gone", "A.t", 0, 30, 30)
+
+
+def test_a_group_is_forgotten_only_once_its_checkpoints_are_acknowledged() -> None:
+    task, _ = _following(["gone"])
+    task.take_commits([_group_commit("gone", 50)])
+
+    class Unacknowledged(_Producer):
+        def flush(self, _timeout: float) -> int:
+            return 1  # the reports are still to come
+
+    late = Unacknowledged()
+    assert task.emit_checkpoints(late).produced == 1
+    task.take_commits([_tombstone("gone")])
+    assert task.forget_gone_groups() == set()  # its checkpoint is in flight
+    _Producer.flush(late, 1.0)  # the acknowledgement
+    assert task.forget_gone_groups() == {"gone"} and task.store.groups() == []
+
+
+def test_offset_fetch_mode_forgets_groups_no_longer_listed() -> None:
+    task, producer, source = _task(), _Producer(), _Source()
+    task.take_syncs([_sync(0, 0, 0), _sync(100, 100, 1)])
+    for g in ("stays", "gone"):
+        source.offsets[g] = {TP: OffsetAndMetadata(40)}
+    task.groups = ["stays", "gone"]
+    assert task.emit_checkpoints(producer, source=source).produced == 2
+    assert task.forget_gone_groups() == set()  # the groups were never listed: nothing known
+    task.list_groups(lambda: ["stays", "new"])
+    assert task.forget_gone_groups() == {"gone"} and task.store.groups() == ["stays"]
+
+
+class _Target:
+    """Group offset sync's view of the target (GroupAdmin's batch calls)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.active: set[str] = set()
+
+    def states(self, groups: list[str]) -> dict[str, str]:
+        return {
+            g: "active" if g in self.active else "empty" if g in self.offsets else "absent"
+            for g in groups
+        }
+
+    def committed_offsets_many(
+        self, groups: Iterable[str]
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        return {g: dict(self.offsets.get(g, {})) for g in groups}
+
+    def commit_offsets_many(
+        self, offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]]
+    ) -> dict[str, None]:
+        for g, o in offsets.items():
+            self.offsets.setdefault(g, {}).update(o)
+        return {g: None for g in offsets}
+
+
+def test_offset_sync_never_re_creates_a_group_deleted_on_the_target() -> None:
+    task, producer = _following(["deleted", "new"])
+    target = _Target()
+    remote = TopicPartition("A.t", 0)
+    assert task.sync_group_offsets(target) == 2  # type: ignore[arg-type]
+    assert target.offsets["deleted"] == {remote: OffsetAndMetadata(40)}
+    del target.offsets["deleted"]  # an operator deletes it on the target
+    task.take_commits([_group_commit("deleted", 60), _group_commit("new", 60)])
+    assert task.emit_checkpoints(producer).produced == 2
+    for _ in range(12):  # a full round included
+        task.sync_group_offsets(target)  # type: ignore[arg-type]
+    assert "deleted" not in target.offsets  # left alone
+    assert target.offsets["new"] == {remote: OffsetAndMetadata(60)}  # still synced
+    # it exists on the target again (its consumers committed there): synced forward again
+    target.offsets["deleted"] = {remote: OffsetAndMetadata(50)}
+    for _ in range(10):
+        task.sync_group_offsets(target)  # type: ignore[arg-type]
+    assert target.offsets["deleted"] == {remote: OffsetAndMetadata(60)}

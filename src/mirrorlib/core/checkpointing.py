@@ -10,6 +10,11 @@
   more recent than the stored checkpoint (first, upstream rewind, or downstream advance).
 * :func:`group_offsets_to_sync` — which translated offsets may be written to the target group:
   only for groups that are empty or absent there, only forward (never rewinds a target group).
+* :func:`groups_to_forget` — the groups whose state a checkpoint task drops: gone from the
+  source (deleted, or their offsets expired) or no longer passing the group filter.
+* :class:`TargetGroups` — what group offset sync may do to a group on the target: create it only
+  if it never existed there (a group an operator deleted is never re-created), update it
+  forward while it is empty, never touch it while active or unknown.
 * :func:`next_emission` — when checkpoints are due next: at a fixed rate, so a commit waits at
   most one ``emit.checkpoints.interval.seconds`` for the read of its group's offsets.
 * :class:`PromptSchedule` — when a group whose commit was just read gets its checkpoints written
@@ -19,8 +24,9 @@
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -33,8 +39,11 @@ __all__ = [
     "CheckpointFields",
     "CheckpointStore",
     "PromptSchedule",
+    "TargetGroupAction",
+    "TargetGroups",
     "checkpoints_for_group",
     "group_offsets_to_sync",
+    "groups_to_forget",
     "is_more_recent",
     "next_emission",
     "rename_topic",
@@ -187,6 +196,12 @@ class CheckpointStore:
             target_offsets,
         )
 
+    def forget(self, groups: Iterable[str]) -> None:
+        """Drop every checkpoint of ``groups`` (see :func:`groups_to_forget`)."""
+        by_group = self._by_group
+        for group in groups:
+            by_group.pop(group, None)
+
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_group.values())
 
@@ -266,3 +281,81 @@ def _offsets_to_sync(
             continue
         result[tp] = OffsetAndMetadata(downstream_offset, metadata)
     return result
+
+
+# -- what a checkpoint task forgets, and what offset sync may do on the target ------------------
+
+
+def groups_to_forget(
+    known: Iterable[str], on_source: Container[str], should_replicate: Callable[[str], bool]
+) -> set[str]:
+    """The groups of ``known`` (those a checkpoint task holds state for) to forget: no longer on
+    the source (``on_source``: the groups that exist there, or have committed offsets -- a
+    group deleted there, or whose offsets all expired, is gone), or no longer passing the
+    flow's group filter. Their checkpoints are no longer synced to the target either; a group
+    of the same name that commits again later is a new group."""
+    return {g for g in known if g not in on_source or not should_replicate(g)}
+
+
+class TargetGroupAction(enum.Enum):
+    """What group offset sync does to a group on the target (:meth:`TargetGroups.decide`)."""
+
+    CREATE = "create"  # absent, and never seen there: commit its offsets (creating it)
+    UPDATE = "update"  # empty: commit the offsets strictly ahead of its own (never rewinds)
+    SKIP = "skip"  # active (its members own its offsets) or unknown: never touched
+    DELETED_NOW = "deleted-now"  # absent although it existed there: deleted; never re-created
+    DELETED = "deleted"  # still absent after that: still left alone
+
+
+class TargetGroups:
+    """What group offset sync knows of the groups on the target, to tell a group that never
+    existed there (created, like MM2 does) from one an operator deleted (never re-created with
+    offsets the operator threw away, which MM2 does).
+
+    A group counts as having existed on the target once offset sync committed into it, or
+    found it there (empty or active). A group absent afterwards was deleted (or its offsets
+    expired there): it is left alone until it appears again (its consumers start there, or
+    someone commits for it), when it is updated forward again. The memory lasts as long as the
+    checkpoint task: after a restart, a group deleted on the target while the source group
+    still has checkpoints is created again, once. :meth:`forget` drops the groups the
+    checkpoint task forgets (:func:`groups_to_forget`).
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._deleted: set[str] = set()
+
+    @property
+    def deleted(self) -> set[str]:
+        """The groups found deleted on the target (and not back since)."""
+        return set(self._deleted)
+
+    def decide(self, group: str, state: str) -> TargetGroupAction:
+        """The action for ``group``, whose state on the target is ``state`` (``"absent"``,
+        ``"empty"``, ``"active"`` or ``"unknown"``); records what the state tells."""
+        if state in ("empty", "active"):
+            self._seen.add(group)
+            self._deleted.discard(group)
+            return TargetGroupAction.UPDATE if state == "empty" else TargetGroupAction.SKIP
+        if state != "absent":
+            return TargetGroupAction.SKIP
+        if group in self._deleted:
+            return TargetGroupAction.DELETED
+        if group in self._seen:
+            self._seen.discard(group)
+            self._deleted.add(group)
+            return TargetGroupAction.DELETED_NOW
+        return TargetGroupAction.CREATE
+
+    def committed(self, group: str) -> None:
+        """Offset sync committed ``group``'s offsets on the target: it exists there now."""
+        self._seen.add(group)
+        self._deleted.discard(group)
+
+    def forget(self, groups: Collection[str]) -> None:
+        """Drop what is known of ``groups``."""
+        self._seen.difference_update(groups)
+        self._deleted.difference_update(groups)
+
+    def __len__(self) -> int:
+        return len(self._seen) + len(self._deleted)

@@ -38,7 +38,15 @@ checkpoint counts as emitted only once B acknowledged it: one whose write failed
 on the next cycle, even for an idle group. With ``sync.group.offsets.enabled`` the offsets of
 written checkpoints are also committed to the group on B while it has no active members there,
 and never rewind it; only groups with new checkpoints since their last sync are looked at (all of
-them every tenth interval).
+them every tenth interval). A group is created on B only if it never existed there: one an
+operator deleted on B is left alone (:class:`~mirrorlib.core.checkpointing.TargetGroups`).
+
+The state of a group gone from the source -- deleted, or its offsets expired (no longer in
+``__consumer_offsets``, or no longer listed in OffsetFetch mode) -- or no longer passing the group
+filter is forgotten (:func:`~mirrorlib.core.checkpointing.groups_to_forget`): its checkpoints
+are no longer synced, and memory does not grow with every ephemeral group ever seen.
+:meth:`CheckpointTask.forget_gone_groups` runs before every fixed-rate cycle and group offset
+sync.
 
 Entry points for driving the task without a broker (benchmarks): :meth:`CheckpointTask.take_syncs`
 (offset-sync records), :meth:`CheckpointTask.take_checkpoints` (checkpoint records, as read at
@@ -62,6 +70,9 @@ from mirrorlib.core.checkpointing import (
     CheckpointFields,
     CheckpointStore,
     PromptSchedule,
+    TargetGroupAction,
+    TargetGroups,
+    groups_to_forget,
     is_more_recent,
     next_emission,
     rename_topic,
@@ -165,8 +176,12 @@ class CheckpointTask:
         )
         # Groups whose checkpoint write failed: translated again by the next fixed-rate cycle.
         self._retry: set[str] = set()
-        # Group offset sync: downstream offsets last written or found per group on the target.
+        # Group offset sync: downstream offsets last written or found per group on the target,
+        # and which groups existed there (to never re-create one an operator deleted).
         self._target_synced: dict[str, dict[TopicPartition, int]] = {}
+        self._on_target = TargetGroups()
+        # OffsetFetch mode: whether the source's groups were listed (self.groups is known).
+        self._groups_listed = False
         self._sync_rounds = 0
         self.following_commits = False
         # Next offset to read per partition of the offset-syncs topic and __consumer_offsets.
@@ -369,11 +384,10 @@ class CheckpointTask:
                         batch=_SYNC_BATCH,
                     )  # fmt: skip
             if commits_log is None and now >= next_groups:
-                self.groups = [
-                    g for g in source_groups.list_groups() if s.should_replicate_group(g)
-                ]
+                self.list_groups(source_groups.list_groups)
                 next_groups = now + s.refresh_groups_interval
             if now >= next_emit:
+                self.forget_gone_groups()
                 self.emit_checkpoints(
                     producer, source=None if commits_log else source_groups, catch_up=catch_up
                 )
@@ -559,14 +573,69 @@ class CheckpointTask:
                     todo[group] = offsets
                     committed_after[group] = _never
 
+    # -- forgetting groups gone from the source ---------------------------------------------------
+
+    def list_groups(self, list_source: Callable[[], Iterable[str]]) -> None:
+        """OffsetFetch mode: take the source's groups from ``list_source`` (a listing of the
+        groups there, e.g. :meth:`GroupAdmin.list_groups`) into :attr:`groups`, those the
+        group filter admits."""
+        self.groups = [g for g in list_source() if self.s.should_replicate_group(g)]
+        self._groups_listed = True
+
+    def forget_gone_groups(self) -> set[str]:
+        """Forget the state (checkpoints, translation memory, sync memory) of the groups gone
+        from the source or no longer passing the group filter
+        (:func:`~mirrorlib.core.checkpointing.groups_to_forget`); returns them. The source's
+        groups are those with committed offsets in its ``__consumer_offsets`` when following
+        it, else the last group listing (nothing is forgotten before the first one). A group
+        with checkpoints still waiting for their acknowledgement is kept until they are
+        acknowledged."""
+        if self.following_commits:
+            on_source: set[str] = set(self.commits)
+        elif self._groups_listed:
+            on_source = set(self.groups)
+        else:
+            return set()
+        known = (
+            set(self.store.groups()) | self._memo.keys() | self._previous_read.keys()
+            | self._target_synced.keys() | self._in_flight.keys()
+        )  # fmt: skip
+        gone = {
+            g
+            for g in groups_to_forget(known, on_source, self.s.should_replicate_group)
+            if not self._in_flight.get(g)
+        }
+        if not gone:
+            return gone
+        for table in (self._memo, self._in_flight, self._previous_read, self._target_synced):
+            for group in gone:
+                table.pop(group, None)
+        self._retry -= gone
+        self.store.forget(gone)
+        self._on_target.forget(gone)
+        for key in list(self._groups_of):
+            watchers = self._groups_of[key]
+            watchers -= gone
+            if not watchers:
+                del self._groups_of[key]
+        log.info(
+            "flow %s: forgot the checkpoint state of %d group(s) gone from %s or filtered out",
+            self.s.name, len(gone), self.s.source,
+        )  # fmt: skip
+        return gone
+
     # -- group offset sync -----------------------------------------------------------------------
 
     def sync_group_offsets(self, target_groups: GroupAdmin) -> int:
         """Commit the written checkpoints' offsets to the groups on the target that have no
         active members there (never rewinding them); returns how many groups were committed.
         Only groups with checkpoints newer than their last sync are looked at, all of them every
-        tenth call. Describes, reads and commits many groups per round trip."""
+        tenth call. A group absent on the target is created only if it never existed there
+        (:class:`~mirrorlib.core.checkpointing.TargetGroups`); the groups gone from the source
+        are forgotten first (:meth:`forget_gone_groups`). Describes, reads and commits many
+        groups per round trip."""
         s = self.s
+        self.forget_gone_groups()
         full = self._sync_rounds % _FULL_SYNC_EVERY == 0
         self._sync_rounds += 1
         wanted: dict[str, dict[TopicPartition, int]] = {}  # downstream offsets per group
@@ -581,10 +650,25 @@ class CheckpointTask:
         except Exception as exc:
             log.warning("flow %s: cannot describe groups on %s: %s", s.name, s.target, exc)
             return 0
-        idle = [g for g in wanted if states.get(g, GroupState.UNKNOWN) in (GroupState.ABSENT,
-                GroupState.EMPTY)]  # fmt: skip
+        actions = {
+            g: self._on_target.decide(g, str(states.get(g, GroupState.UNKNOWN))) for g in wanted
+        }
+        for group, action in actions.items():
+            if action is TargetGroupAction.DELETED_NOW:
+                log.warning(
+                    "flow %s: group %s was deleted on %s (it existed there): offset sync "
+                    "leaves it alone and does not re-create it; it is synced again once it "
+                    "exists there again", s.name, group, s.target,
+                )  # fmt: skip
+            if action in (TargetGroupAction.DELETED_NOW, TargetGroupAction.DELETED):
+                self._target_synced[group] = wanted[group]  # looked at again in full rounds
         # active (or unknown) on the target: never touch them
-        empty = [g for g in idle if states[g] is GroupState.EMPTY]
+        idle = [
+            g
+            for g, a in actions.items()
+            if a in (TargetGroupAction.CREATE, TargetGroupAction.UPDATE)
+        ]
+        empty = [g for g in idle if actions[g] is TargetGroupAction.UPDATE]
         current: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata] | Exception] = (
             target_groups.committed_offsets_many(empty) if empty else {}
         )
@@ -616,6 +700,7 @@ class CheckpointTask:
                 )  # fmt: skip
                 continue
             done += 1
+            self._on_target.committed(group)
             log.info(
                 "flow %s: synced %d offsets of group %s to %s",
                 s.name, len(commits[group]), group, s.target,

@@ -78,7 +78,6 @@ from mirrorlib.core.retry import (
 from mirrorlib.errors import (
     AuthorizationError,
     ClusterAuthorizationError,
-    ClusterError,
     ClusterTimeoutError,
     KafkaRequestError,
     PlanApplyError,
@@ -97,7 +96,6 @@ __all__ = [
     "EntryConverter",
     "FreshAdmin",
     "Outcome",
-    "RefusedPartError",
     "from_acl_binding",
     "from_config_entry",
     "kafka_error",
@@ -393,19 +391,10 @@ RETRY_BASE: Final = 0.2
 RETRY_CAP: Final = 5.0
 
 
-class RefusedPartError(ClusterError):
-    """Raised by an attempt of :meth:`FreshAdmin.call` for one refused part of a request
-    (:meth:`FreshAdmin.call` decides whether to retry it): ``resource`` names it
-    (``"topic-3"``), ``cause`` is the client's exception."""
-
-    def __init__(self, resource: str, cause: BaseException) -> None:
-        super().__init__(resource, cause)
-        self.resource = resource
-        self.cause = cause
-
-
 def _error_of(exc: BaseException) -> tuple[str, bool, bool, str]:
     """``(name, retriable, fatal, text)`` of a failed request's exception."""
+    if isinstance(exc, KafkaRequestError):  # without a client exception as its cause
+        return exc.code or "UNKNOWN", exc.retriable, False, str(exc)
     if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
         return "_TIMED_OUT", True, False, "no answer in time"
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
@@ -487,8 +476,9 @@ class FreshAdmin:
 
     def call(self, action: str, attempt: Callable[[Any, float], T], *, timeout: float) -> T:
         """``attempt(client, remaining_seconds)`` until it returns, retrying what the brokers or
-        the client refused (``KafkaException``, a timeout, or :class:`RefusedPartError` naming the
-        refused part) for up to ``timeout`` seconds. ``action`` says what is attempted ("list
+        the client refused (``KafkaException``, a timeout, or a
+        :class:`~mirrorlib.errors.KafkaRequestError` whose ``resource`` names the refused part,
+        raised from the client's exception) for up to ``timeout`` seconds. ``action`` says what is attempted ("list
         end offsets of mm2-offsets.A.internal") in logs and errors."""
         started = time.monotonic()
         deadline = started + timeout
@@ -496,10 +486,11 @@ class FreshAdmin:
         while True:
             try:
                 return attempt(self.client, max(deadline - time.monotonic(), 0.001))
-            except (RefusedPartError, KafkaException, concurrent.futures.TimeoutError,
+            except (KafkaRequestError, KafkaException, concurrent.futures.TimeoutError,
                     TimeoutError) as exc:  # fmt: skip
-                resource = exc.resource if isinstance(exc, RefusedPartError) else None
-                cause = exc.cause if isinstance(exc, RefusedPartError) else exc
+                refused = isinstance(exc, KafkaRequestError)
+                resource = exc.resource if isinstance(exc, KafkaRequestError) else None
+                cause = exc.__cause__ if refused and exc.__cause__ is not None else exc
                 name, retriable, fatal, text = _error_of(cause)
                 kind = classify_broker_error(name, retriable=retriable, fatal=fatal)
                 failures = backoff.failures + 1
@@ -578,17 +569,18 @@ def list_offsets(
         futures = client.list_offsets(
             {KafkaTopicPartition(t, p): spec for (t, p), spec in pending.items()}, **kwargs
         )
-        refused: RefusedPartError | None = None
+        refused: tuple[str, BaseException] | None = None
         for ktp, future in futures.items():
             key = (ktp.topic, ktp.partition)
             try:
                 got[key] = int(future.result(timeout=remaining + 5.0).offset)
             except (KafkaException, concurrent.futures.TimeoutError, TimeoutError) as exc:
-                refused = refused or RefusedPartError(f"{key[0]}-{key[1]}", exc)
+                refused = refused or (f"{key[0]}-{key[1]}", exc)
                 continue
             pending.pop(key, None)
-        if refused is not None:
-            raise refused
+        if refused is not None:  # the partitions still pending are asked again
+            part, cause = refused
+            raise KafkaRequestError(part, cluster=admin.alias, resource=part) from cause
         return got
 
     return admin.call(action, attempt, timeout=timeout)

@@ -41,7 +41,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka import client_conf, new_admin_client
+from mirrorlib.errors import ClusterError
+from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.admin import FreshAdmin
 from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, DepartedFence
 from mirrorlib.kafka.static_member import fenced_reason, leave_group, member_fenced
 
@@ -222,14 +224,14 @@ class GroupShare:
         answer) False, to ask again later."""
         s = self.s
         timeout = min(s.admin_timeout, FENCE_TIMEOUT_S)
+        gid = s.copier_group_id
         try:
-            if self._admin is None:
-                self._admin = new_admin_client(s.source_admin)
-            future = self._admin.describe_consumer_groups(
-                [s.copier_group_id], request_timeout=timeout
-            )[s.copier_group_id]
-            group = future.result(timeout=timeout)
-        except (KafkaException, TimeoutError) as exc:
+            if self._admin is None:  # retried with fresh metadata / a new client (issue 34)
+                self._admin = FreshAdmin(s.source_admin, alias=s.source)
+            group = self._admin.call(f"describe group {gid}", lambda admin, left: (
+                admin.describe_consumer_groups([gid], request_timeout=left)[gid].result(left)
+            ), timeout=timeout)  # fmt: skip
+        except (ClusterError, KafkaException, TimeoutError) as exc:
             log.warning(
                 "flow %s: cannot describe group %s on %s to confirm this process's share: %s",
                 s.name, s.copier_group_id, s.source, exc,

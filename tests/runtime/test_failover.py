@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -365,3 +365,122 @@ def test_a_group_whose_state_the_reachable_old_cluster_does_not_tell_is_refused(
     assert code == EXIT_OK, out + err
     assert "forced" in out and "committed on B" in out
     assert target.committed_offsets(group) == {TP(remote, 0): OffsetAndMetadata(5)}
+
+
+class _FakeAdmin:
+    """A GroupAdmin whose describe answers with the next of ``answers`` (shared by every
+    instance: each retry makes a new client)."""
+
+    made: ClassVar[list[_FakeAdmin]] = []
+    answers: ClassVar[list[tuple[str, str | None]]] = []
+
+    def __init__(self, _config: Any, *, alias: str, timeout: float) -> None:
+        self.alias = alias
+        _FakeAdmin.made.append(self)
+
+    def describe_state(self, group: str) -> tuple[Any, Any]:
+        from mirrorlib.errors import KafkaRequestError
+        from mirrorlib.kafka.groups import GroupState
+
+        state, code = _FakeAdmin.answers.pop(0)
+        error = (
+            None if code is None else KafkaRequestError(f"describing {group}: {code}", code=code)
+        )
+        return GroupState(state), error
+
+
+@pytest.mark.parametrize(
+    ("answers", "attempts", "state", "code"),
+    [
+        # a coordinator loading, then moved: retried with a new client each time, then answered
+        ([("unknown", "COORDINATOR_LOAD_IN_PROGRESS"), ("unknown", "NOT_COORDINATOR"),
+          ("empty", None)], 3, "empty", None),
+        # an authorization error: final at once
+        ([("unknown", "GROUP_AUTHORIZATION_FAILED")], 1, "unknown", "GROUP_AUTHORIZATION_FAILED"),
+    ],
+)  # fmt: skip
+def test_retriable_errors_of_the_old_cluster_are_retried_with_fresh_clients(
+    monkeypatch: pytest.MonkeyPatch,
+    answers: list[tuple[str, str | None]],
+    attempts: int,
+    state: str,
+    code: str | None,
+) -> None:
+    from mirrorlib import MirrorConfig
+    from mirrorlib.kafka import groups
+    from mirrorlib.runtime import failover as runtime_failover
+
+    monkeypatch.setattr(groups, "GroupAdmin", _FakeAdmin)
+    monkeypatch.setattr(runtime_failover.time, "sleep", lambda _s: None)
+    _FakeAdmin.made, _FakeAdmin.answers = [], list(answers)
+    cfg = MirrorConfig.from_properties(
+        {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:1",
+         "B.bootstrap.servers": "127.0.0.1:2", "A->B.enabled": "true"}
+    )  # fmt: skip
+    _admin, found, error = runtime_failover._describe_source(cfg, "A", "g", 30.0)
+    assert len(_FakeAdmin.made) == attempts  # a new client (fresh metadata) per attempt
+    assert str(found) == state
+    assert (None if error is None else error.code) == code
+
+
+def test_a_retriable_error_that_persists_ends_as_unknown_within_the_retry_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mirrorlib import MirrorConfig
+    from mirrorlib.kafka import groups
+    from mirrorlib.runtime import failover as runtime_failover
+
+    clock = [0.0]
+    monkeypatch.setattr(groups, "GroupAdmin", _FakeAdmin)
+    monkeypatch.setattr(runtime_failover.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(
+        runtime_failover.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s)
+    )
+    _FakeAdmin.made, _FakeAdmin.answers = [], [("unknown", "NOT_COORDINATOR")] * 1000
+    cfg = MirrorConfig.from_properties(
+        {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:1",
+         "B.bootstrap.servers": "127.0.0.1:2", "A->B.enabled": "true"}
+    )  # fmt: skip
+    _admin, found, error = runtime_failover._describe_source(cfg, "A", "g", 30.0)
+    assert str(found) == "unknown" and error is not None and error.code == "NOT_COORDINATOR"
+    assert 2 < len(_FakeAdmin.made) < 100
+    assert clock[0] <= runtime_failover.SOURCE_RETRY_S
+
+
+@pytest.mark.integration
+def test_an_old_cluster_that_does_not_answer_at_all_fails_over_with_the_checkpoints(
+    two_clusters: ClusterSet, tmp_path: Any, capsys: Any
+) -> None:
+    """The disaster case: nothing answers on the old cluster (no broker listens there). The
+    failover proceeds with the checkpoints on the new cluster, and says so."""
+    import uuid
+
+    import javaproperties
+
+    from mirrorlib import Checkpoint
+    from mirrorlib.cli import EXIT_OK, main
+    from mirrorlib.kafka.groups import GroupAdmin
+    from tests.runtime.conftest import FAST, produce
+
+    b = two_clusters[1]
+    tag = uuid.uuid4().hex[:8]
+    group, remote = f"fo-down-{tag}", f"DOWN.fodown.{tag}"
+    b.create_topic(remote, 1)
+    if "DOWN.checkpoints.internal" not in b.topic_names():
+        try:
+            b.create_topic("DOWN.checkpoints.internal", 1, config={"cleanup.policy": "compact"})
+        except Exception:  # created meanwhile by another test of the session
+            pass
+    cp = Checkpoint(group, remote, 0, 7, 7)
+    produce(b, "DOWN.checkpoints.internal", [{"key": cp.encode_key(), "value": cp.encode_value()}])
+    props = {"clusters": "DOWN, B", "DOWN->B.enabled": "true", **FAST,
+             "DOWN.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": b.bootstrap_servers}  # fmt: skip
+    path = tmp_path / "mm2.properties"
+    path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    code = main(["failover", str(path), "--group", group, "--from", "DOWN", "--to", "B",
+                 "--timeout", "3"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, out + err
+    assert "DOWN is unreachable" in out and "committed on B" in out
+    target = GroupAdmin(b.client_config(), alias="B")
+    assert target.committed_offsets(group) == {TP(remote, 0): OffsetAndMetadata(7)}

@@ -269,3 +269,18 @@ def test_status_shows_and_serialises_the_workers() -> None:
     bare = attrs.evolve(health, workers=())
     assert "workers" not in bare.describe()
     assert json.loads(status_json([bare]))["flows"][0]["workers"] == []
+
+
+def test_an_abandoned_slot_keeps_its_partitions_is_fenced_once_silent_and_decodes() -> None:
+    """A slot whose worker did not end cleanly and whose id its node could not fence at stop:
+    its last report keeps the partitions it may have left a transaction open on, and the next
+    holder of those partitions fences it once the report is silent."""
+    tid = {"transactional_id": "mirrorlib-A->B-n2-0"}
+    abandoned = report(node="n2", state=WorkerState.ABANDONED, **tid).stopped(NOW)
+    assert abandoned.state is WorkerState.ABANDONED
+    assert abandoned.partitions == (("t", 0), ("t", 2)) and abandoned.records_per_second == 0.0
+    assert decode_report(encode_report(abandoned)) == abandoned
+    silent = attrs.evolve(abandoned, timestamp_ms=NOW - 10_000)
+    assert departed_holders([silent], [("t", 2)], flow="A->B", node="n1", now_ms=NOW) == [silent]
+    (view,) = view_reports([silent], NOW)
+    assert view.state == "abandoned" and not view.silent

@@ -87,12 +87,14 @@ class Run:
     """``mirrorlib run`` with ``tasks.max=2`` in a session of its own (its process group is its
     own: a signal to the group is a Ctrl-C in its terminal)."""
 
-    def __init__(self, clusters: ClusterSet, topic: str, workdir: Path, node: str) -> None:
+    def __init__(
+        self, clusters: ClusterSet, topic: str, workdir: Path, node: str, **extra: str
+    ) -> None:
         import javaproperties
 
         props = mm2_properties(
             clusters, ["A->B"], **{"A->B.topics": topic.replace(".", "\\."), "tasks.max": "2",
-                                   "node.id": node}
+                                   "node.id": node, **extra}
         )  # fmt: skip
         cfg = MirrorConfig.from_properties(props)
         self.settings = FlowSettings.from_config(cfg, cfg.flow("A", "B"))

@@ -290,6 +290,12 @@ class GroupShare:
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         keys = frozenset((t.topic, t.partition) for t in partitions)
+        if keys and not self._stop.is_set():  # (at a stop: all of them, once the workers ended)
+            log.info(
+                "flow %s: the group takes %s from this process: handed over once the workers "
+                "released them",
+                self.s.name, sorted(f"{t}-{p}" for t, p in keys),
+            )  # fmt: skip
         with self._lock:
             self._owned = self._owned - keys
         self._await_release(keys)

@@ -126,8 +126,10 @@ class Replicator:
             runner.start()
         log.info("mirrorlib replicator started: %s", ", ".join(self.flows))
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop every flow, storing positions first; waits up to ``timeout`` seconds."""
+    def stop(self, timeout: float = 45.0) -> None:
+        """Stop every flow, storing positions first; waits up to ``timeout`` seconds (with
+        ``tasks.max`` > 1 the workers get 20 s to commit, and the ids of those that did not end
+        cleanly are fenced, up to 10 s more, before the last worker reports are written)."""
         if not self._started:
             return
         self._stop.set()

@@ -9,7 +9,9 @@ wrote some) sees nothing past it until the broker aborts it after ``transaction.
 (60 s by default) plus its check interval (10 s by default).
 
 Two fences use it. A copier worker supervisor (``tasks.max`` > 1) fences a slot of its own
-whose process died and could not be restarted (:mod:`mirrorlib.runtime.workers`).
+whose process died and could not be restarted, and, when its flow stops, every slot whose
+process did not end cleanly, killed after the stop timeout or crashed
+(:mod:`mirrorlib.runtime.workers`).
 :class:`DepartedFence` fences *other nodes* of a flow: when the group gives a node partitions
 that a node which left without a clean stop (killed, stopped, cut off from the source's
 group coordinator for longer than the session timeout) held, the leaving node may have an open
@@ -18,7 +20,9 @@ new holder copies again and a position older or newer than the new holder's, i.e
 for ``read_committed`` readers and interleaved writers of one partition. The new holder fences
 the transactional ids of those slots, found in the flow's worker reports
 (:func:`~mirrorlib.core.worker_reports.departed_holders`), before it reads the partitions'
-positions: the open transaction is aborted, and the old producer can write nothing more.
+positions: the open transaction is aborted, and the old producer can write nothing more A
+node that stopped but could not fence a slot of its own reports it ``abandoned`` (with its
+partitions), which counts here like any report that is not ``stopped``.
 """
 
 from __future__ import annotations

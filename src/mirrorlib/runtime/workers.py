@@ -43,6 +43,21 @@ anything (its open transaction is aborted), and the stale process is sent ``SIGK
 worker whose producer is fenced or dies exits (it never initialises its id again, which would
 fence the legitimate process), and so does a worker whose parent is gone. Offset syncs reach
 the offset-syncs topic only through the parent, which reads nothing from a process it replaced.
+
+**Stopping.** Workers run in a session of their own: a terminal's Ctrl-C (SIGINT to its
+foreground process group) reaches the parent only, which stops its flows. The supervisor then
+sends every worker :class:`~mirrorlib.core.workerproto.Stop`; a worker also stops on a SIGTERM
+or SIGINT of its own (systemd signals a whole control group), in both cases committing (or
+aborting) its open transaction and saying so (``Exit(clean=True)``). Workers still running
+after :data:`STOP_TIMEOUT_S` are killed. A slot whose process initialised its producer and did
+not end cleanly (killed, crashed, its last commit failed) may have left a transaction open on
+the target: its transactional id is fenced before the supervisor reports the slots stopped
+(:attr:`Supervisor.clean`, :meth:`Supervisor.slot_infos`); a slot whose id cannot be fenced is
+reported ``abandoned`` with the partitions it held, never ``stopped``, and the node does not
+leave the group, so the node given those partitions after the session timeout fences it
+(:class:`~mirrorlib.kafka.fencing.DepartedFence`). A revocation that comes during the stop
+completes only once the workers stopped (or were fenced): another node must not copy a
+partition while a worker of this one may still commit it.
 """
 
 from __future__ import annotations

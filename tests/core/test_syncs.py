@@ -172,7 +172,37 @@ def test_lineage_skips_a_number_across_a_gap() -> None:
     e.record(TP, 4, 3)
     e.promote_delayed()
     c = e.take_pending()
-    assert seqs(a + b + c) == [0, 2, 3]
+    # the last record before the gap (1) closes the run 0..1 first, then the gap skips a number
+    assert [x.sync.upstream_offset for x in a + b + c] == [0, 1, 3, 4]
+    assert seqs(a + b + c) == [0, 1, 3, 4]
+
+
+def test_an_upstream_gap_sends_the_run_before_it_so_translation_stays_exact() -> None:
+    """A transactional source read read_committed: committed records, a commit marker, an
+    aborted transaction and its marker, more committed records. Every committed offset on the
+    source, markers and aborted offsets included, translates to the first record the group has
+    not processed: nothing skipped, nothing re-read."""
+    from mirrorlib.core.translate import OffsetTranslator
+
+    e = OffsetSyncEmitter(100, writer_id="w")
+    records = [*range(0, 10), *range(22, 32)]  # 10 marker, 11-20 aborted, 21 marker
+    taken: list[EmittedSync] = []
+    for down, up in enumerate(records):
+        if e.record(TP, up, down):
+            taken += e.take_pending()
+    e.promote_delayed()
+    taken += e.take_pending()
+    assert [(x.sync.upstream_offset, x.sync.downstream_offset) for x in taken] == [
+        (0, 0), (9, 9), (22, 10), (31, 19),
+    ]  # fmt: skip
+    translator = OffsetTranslator()
+    for x in taken:
+        translator.add(x.sync, x.lineage)
+    copies = dict(zip(records, range(len(records)), strict=True))
+    for committed in range(0, 33):
+        first_unread = next((up for up in records if up >= committed), None)
+        want = len(records) if first_unread is None else copies[first_unread]
+        assert translator.translate("topic", 0, committed) == want, committed
 
 
 def test_lineage_breaks_when_due_sync_was_overwritten() -> None:

@@ -25,7 +25,11 @@ start). For an acknowledged record ``(up, down)`` a sync is *due* when any of th
   every offset, not only those after the first ``offset_lag_max`` records of a transaction.
 
 A due sync replaces the partition's entry in *pending* (latest per partition) and clears its
-*delayed* entry; a sync that is not due replaces the partition's *delayed* entry.
+*delayed* entry; a sync that is not due replaces the partition's *delayed* entry. Beyond MM2,
+a sync due for an upstream gap does not drop the delayed sync: that is the last record before
+the gap, and it is sent first (it *closes* the contiguous run before the gap), so translation
+stays exact up to the gap and right after it — a gap being the markers and aborted records of
+a transactional source, compacted offsets, retention (docs/offset-translation.md).
 :meth:`~OffsetSyncEmitter.promote_delayed` moves every delayed sync to pending -- MM2 does this on
 each task commit (``offset.flush.interval.ms``, 60 s by default) so that quiet partitions still get
 a sync for their newest record. The caller calls it periodically, more often is better.
@@ -343,6 +347,8 @@ class OffsetSyncEmitter:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._pending: dict[TopicPartition, _Queued] = {}
         self._delayed: dict[TopicPartition, _Queued] = {}
+        # the last record before an upstream gap: taken right before the partition's pending sync
+        self._closing: dict[TopicPartition, _Queued] = {}
         # Highest sequence handed out for any partition, so a partition forgotten and seen again
         # never reuses a sequence number of this writer.
         self._max_issued = -1
@@ -369,6 +375,7 @@ class OffsetSyncEmitter:
         if state is None:
             state = self._states[tp] = _PartitionState(self._fresh_sequence())
         up, down = upstream_offset, downstream_offset
+        gap = up - state.prev_up > 1 and state.prev_up >= 0
         due = (
             state.last_sync_down == -1
             or down - (state.last_sync_down + 1) >= self._offset_lag_max
@@ -384,7 +391,9 @@ class OffsetSyncEmitter:
         state.prev_down = down
         if due:
             state.last_sync_down = down
-            self._delayed.pop(tp, None)
+            before = self._delayed.pop(tp, None)  # the previous record, if it had no sync
+            if gap and before is not None:
+                self._closing[tp] = before
             self._pending[tp] = _Queued(tp, up, down, state.breaks)
             return True
         queued = self._delayed.get(tp)
@@ -456,7 +465,8 @@ class OffsetSyncEmitter:
         taken: list[EmittedSync] = []
         while self._pending and (max_count is None or len(taken) < max_count):
             tp = next(iter(self._pending))
-            queued = self._pending.pop(tp)
+            # the sync closing the run before a gap goes first (the pending one stays first)
+            queued = self._closing.pop(tp, None) or self._pending.pop(tp)
             state = self._states.get(tp)
             if state is None:  # pragma: no cover - forget() drops queued syncs too
                 continue
@@ -514,6 +524,7 @@ class OffsetSyncEmitter:
         self._states.pop(tp, None)
         self._pending.pop(tp, None)
         self._delayed.pop(tp, None)
+        self._closing.pop(tp, None)
 
     # -- introspection ---------------------------------------------------------------------------
 

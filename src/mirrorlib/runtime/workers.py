@@ -304,6 +304,10 @@ def _slot_info(slot: _Slot, now: float, stopped: bool) -> SlotInfo:
     )  # fmt: skip
 
 
+def _also(error: str | None, more: str) -> str:
+    return more if not error else f"{error}; {more}"
+
+
 def _worker_command() -> list[str]:
     return [sys.executable, "-m", "mirrorlib.runtime.worker"]
 
@@ -1068,13 +1072,13 @@ class Supervisor:
             if failed is None:
                 with self._lock:
                     slot.dirty = False
-                slot.last_error = f"{slot.last_error}; its transactional id {tid} was fenced"
+                slot.last_error = _also(slot.last_error, f"its transactional id {tid} was fenced")
                 log.info(
                     "flow %s: worker %d did not end cleanly: its transactional id %s is fenced "
                     "(its open transaction aborted)", self.s.name, slot.index, tid,
                 )  # fmt: skip
             else:
-                slot.last_error = f"{slot.last_error}; fencing {tid} failed: {failed}"
+                slot.last_error = _also(slot.last_error, f"fencing {tid} failed: {failed}")
                 log.warning(
                     "flow %s: worker %d did not end cleanly, and its transactional id %s could "
                     "not be fenced (%s): reported abandoned, with its partitions %s; the node "

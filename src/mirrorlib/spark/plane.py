@@ -225,12 +225,19 @@ class ParkedLog:
     """What parked partitions owe, after each batch, in the flow's checkpoint directory:
     ``mirrorlib-parked/<batch id>``, JSON. The state before batch ``N`` is the newest file with
     an id below ``N`` (a file of a batch that did not commit is ignored when Spark runs that
-    batch again)."""
+    batch again).
+
+    :meth:`save` is called after every batch and writes a file only when the state differs
+    from the newest one this process wrote, and always at its first batch (a replay: the file
+    of the killed run of that batch may hold another state). It keeps the newest file below the
+    batch it writes: Spark may replay that batch, whose state before is that file, however many
+    batches ago it was written."""
 
     FOLDER = "mirrorlib-parked"
 
     def __init__(self, files: CheckpointFiles) -> None:
         self.files = files
+        self._written: dict[TP, Range] | None = None  # the newest state this process wrote
 
     def load(self, batch_id: int) -> dict[TP, Range]:
         ids = [i for i in self.files.ids(self.FOLDER) if i < batch_id]
@@ -240,10 +247,17 @@ class ParkedLog:
         return batches.decode_owed(json.loads(raw.decode("utf-8")))
 
     def save(self, batch_id: int, owed: Mapping[TP, Range]) -> None:
+        """Keep ``owed`` as the state after batch ``batch_id`` (see the class)."""
+        if self._written is not None and dict(owed) == self._written:
+            return
         data = json.dumps(batches.encode_owed(owed)).encode("utf-8")
         self.files.write(f"{self.FOLDER}/{batch_id}", data)
-        for old in self.files.ids(self.FOLDER):
-            if old < batch_id - 1:
+        self._written = dict(owed)
+        ids = self.files.ids(self.FOLDER)
+        below = [i for i in ids if i < batch_id]
+        keep = below[-1] if below else batch_id  # the state before this batch, for its replay
+        for old in ids:
+            if old < keep:
                 self.files.delete(f"{self.FOLDER}/{old}")
 
 
@@ -301,15 +315,13 @@ class CopyBatches:
                 log.warning(
                     "flow %s: parked partitions owe %s", self.s.name, sorted(self.owed.values())
                 )
-        before = dict(self.owed)
         work, owed = batches.settle(planned, self.owed, self._due)
         results = self._copy(work, batch_id) if work else []
         copied = time.monotonic()
         for res in results:
             for part in res.partitions:
                 self._account(part, owed)
-        if owed != before:
-            self.parked_log.save(batch_id, owed)
+        self.parked_log.save(batch_id, owed)  # (written only when it changed)
         self.owed = owed
         self._count_syncs(results, batch_id)
         self._store_positions(results, batch_id)

@@ -12,9 +12,12 @@ Delivery guarantees
   exactly once, whatever moment the process is killed. Fencing is per node
   (``transactional.id`` = ``mirrorlib-<A>-><B>-<node>``): a restarted node fences its previous
   incarnation.
-* **Loss is never silent.** A position that the source log no longer holds (retention, deleted and
-  recreated topic) is reported with the lost offset range; ``data.loss.action`` chooses between
-  failing the flow (default) and continuing with the gap counted in ``lost-records``. A record the
+* **Loss is never silent.** A position below the source log's start (retention) is reported
+  with the lost offset range; ``data.loss.action`` chooses between failing the flow (default)
+  and continuing with the gap counted in ``lost-records``. A position past the end of the same
+  log (truncated) resumes at the new end, with a warning. A topic deleted and created again (a
+  new topic id, source or remote) is a new incarnation, copied from its first offset with a
+  warning (:mod:`mirrorlib.core.incarnations`; :mod:`mirrorlib.kafka.assignment`). A record the
   target refuses (e.g. too large) stops its partition at that record, with the error in the
   status, and is retried with back-off; later records of that partition are never acknowledged
   past it.

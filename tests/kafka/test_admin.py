@@ -535,3 +535,23 @@ def test_a_permanent_error_is_not_retried() -> None:
     with pytest.raises(TopicAuthorizationError, match=r"t-0.*TOPIC_AUTHORIZATION_FAILED"):
         list_offsets(admin, {("t", 0): _latest()}, timeout=10)
     assert client.asked == [[0]] and client.metadata_requests == 0
+
+
+def test_cluster_admin_lists_offsets_with_fresh_metadata_and_can_collect_what_stays_refused() -> (
+    None
+):
+    from confluent_kafka import KafkaError
+
+    stale = EpochAdmin({1})
+    admin = ClusterAdmin(alias="A", client=stale)
+    request = {("t", 0): _latest(), ("t", 1): _latest()}
+    assert admin.list_offsets(request, timeout=10) == {("t", 0): 100, ("t", 1): 101}
+    assert stale.metadata_requests == 1 and stale.asked == [[0, 1], [1]]
+
+    # a partition refused for good (an authorization error) is collected, the others answered
+    denied = EpochAdmin({1}, refresh_clears=False, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    admin = ClusterAdmin(alias="A", client=denied)
+    refused: dict[tuple[str, int], Exception] = {}
+    got = admin.list_offsets({("t", 0): _latest(), ("t", 1): _latest()}, refused=refused)
+    assert got == {("t", 0): 100}
+    assert list(refused) == [("t", 1)] and "TOPIC_AUTHORIZATION_FAILED" in str(refused[("t", 1)])

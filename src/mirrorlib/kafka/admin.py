@@ -552,13 +552,17 @@ def list_offsets(
     timeout: float,
     isolation_level: Any = None,
     action: str = "list offsets",
+    refused: dict[tuple[str, int], Exception] | None = None,
 ) -> dict[tuple[str, int], int]:
     """The offset of each ``(topic, partition)`` for its ``OffsetSpec`` (earliest, latest, a
     time), by :meth:`FreshAdmin.call`: the partitions a broker refused are asked again (only
     they) with fresh metadata until ``timeout``; then a
-    :class:`~mirrorlib.errors.KafkaRequestError` names the first refused partition."""
+    :class:`~mirrorlib.errors.KafkaRequestError` names the first refused partition — or, with
+    ``refused`` (a dict), the partitions still refused are put there with their errors and the
+    others' offsets returned."""
     pending = dict(request)
     got: dict[tuple[str, int], int] = {}
+    errors: dict[tuple[str, int], BaseException] = {}
     if not pending:
         return got
 
@@ -569,21 +573,31 @@ def list_offsets(
         futures = client.list_offsets(
             {KafkaTopicPartition(t, p): spec for (t, p), spec in pending.items()}, **kwargs
         )
-        refused: tuple[str, BaseException] | None = None
+        errors.clear()
         for ktp, future in futures.items():
             key = (ktp.topic, ktp.partition)
             try:
                 got[key] = int(future.result(timeout=remaining + 5.0).offset)
             except (KafkaException, concurrent.futures.TimeoutError, TimeoutError) as exc:
-                refused = refused or (f"{key[0]}-{key[1]}", exc)
+                errors[key] = exc
                 continue
             pending.pop(key, None)
-        if refused is not None:  # the partitions still pending are asked again
-            part, cause = refused
+        if errors:  # the partitions still pending are asked again
+            key, cause = next(iter(errors.items()))
+            part = f"{key[0]}-{key[1]}"
             raise KafkaRequestError(part, cluster=admin.alias, resource=part) from cause
         return got
 
-    return admin.call(action, attempt, timeout=timeout)
+    try:
+        return admin.call(action, attempt, timeout=timeout)
+    except KafkaRequestError as exc:
+        if refused is None or not errors:
+            raise
+        for (t, p), cause in errors.items():
+            refused[(t, p)] = kafka_error(
+                cause, cluster=admin.alias, action=f"{action} ({t}-{p})", resource=f"{t}-{p}"
+            ) if cause is not exc.__cause__ else exc  # fmt: skip
+        return got
 
 
 # -- the admin wrapper ---------------------------------------------------------------------------
@@ -611,13 +625,23 @@ class ClusterAdmin:
             client = AdminClient(client_conf(config))
         self.alias = alias
         self.timeout = timeout
-        self.client: Any = client
+        # its client is replaced when a request needs a new one (see FreshAdmin)
+        self._fresh = FreshAdmin(config, alias=alias, client=client)
         self._no_authorizer_logged = False
         self._convert = EntryConverter()  # described config entries, shared across describes
         self._resources: dict[str, Any] = {}  # topic -> its ConfigResource (describes only)
 
     def __repr__(self) -> str:
         return f"<ClusterAdmin {self.alias}>"
+
+    @property
+    def client(self) -> Any:
+        """The ``AdminClient`` (a new one after :class:`FreshAdmin` replaced it)."""
+        return self._fresh.client
+
+    @client.setter
+    def client(self, client: Any) -> None:
+        self._fresh.client = client
 
     def close(self) -> None:
         """Release the client (AdminClient has no explicit close; dropping it is enough)."""
@@ -651,6 +675,22 @@ class ClusterAdmin:
         return future.result(timeout=timeout + 5.0)
 
     # -- reading -----------------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        request: Mapping[tuple[str, int], Any],
+        *,
+        isolation_level: Any = None,
+        timeout: float | None = None,
+        refused: dict[tuple[str, int], Exception] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """``(topic, partition)`` → offset for its ``OffsetSpec``, retried with fresh metadata
+        (see :func:`list_offsets`; ``refused``: collect the partitions still refused instead of
+        raising)."""
+        return list_offsets(
+            self._fresh, request, timeout=self._timeout(timeout),
+            isolation_level=isolation_level, refused=refused,
+        )  # fmt: skip
 
     def list_topics(
         self, *, include_internal: bool = False, timeout: float | None = None

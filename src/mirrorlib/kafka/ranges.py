@@ -166,17 +166,12 @@ class SourceView:
         timeout = self.s.admin_timeout
         out: list[dict[TP, int]] = []
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):  # type: ignore[no-untyped-call]
-            request = {KafkaTopicPartition(t, p): spec for t, p in tps}
-            futures = source.client.list_offsets(
-                request, isolation_level=level, request_timeout=timeout
-            )
-            got: dict[TP, int] = {}
-            for ktp, fut in futures.items():
-                try:
-                    got[(ktp.topic, ktp.partition)] = int(fut.result(timeout + 5.0).offset)
-                except KafkaException as exc:  # e.g. a partition being deleted: skip it now
-                    log.warning("flow %s: offsets of %s-%d: %s", self.s.name, ktp.topic,
-                                ktp.partition, exc)  # fmt: skip
+            refused: dict[TP, Exception] = {}  # retried with fresh metadata until the timeout
+            got = source.list_offsets(
+                dict.fromkeys(tps, spec), isolation_level=level, timeout=timeout, refused=refused
+            )  # fmt: skip
+            for (t, p), exc in refused.items():  # e.g. a partition being deleted: skip it now
+                log.warning("flow %s: offsets of %s-%d: %s", self.s.name, t, p, exc)
             out.append(got)
         return out[0], out[1]
 
@@ -977,8 +972,16 @@ def store_positions(
     the target (``partitions`` is the topic's partition count), as the embedded copier does.
     One producer per flow is kept for the process (:func:`position_producer`). Raises
     :class:`~mirrorlib.errors.ClusterTimeoutError` when the records are not acknowledged within
-    the admin timeout."""
+    the admin timeout, and the :class:`~mirrorlib.errors.KafkaRequestError` of the target's
+    refusal (e.g. :class:`~mirrorlib.errors.TopicAuthorizationError`, naming the topic) when it
+    refused any (a producer failed for good is replaced at the next call)."""
     producer = position_producer(settings)
+    refused: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            refused.append(err)
+
     for (topic, partition), offset in sorted(last.items()):
         inc = (ids or {}).get(topic, Incarnation())  # (mirrorlib.core.incarnations)
         pos = SourcePosition(
@@ -986,9 +989,18 @@ def store_positions(
         )
         k = pos.encode_key()
         producer.produce(
-            settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions)
-        )
+            settings.offset_storage_topic, pos.encode_value(), k, murmur2_partition(k, partitions),
+            on_delivery=delivered,
+        )  # fmt: skip
     left = producer.flush(settings.admin_timeout)
+    if refused:
+        topic = settings.offset_storage_topic
+        if any(err.fatal() for err in refused):
+            _POSITION_PRODUCERS.pop(f"{settings.name}|{topic}", None)
+        raise kafka_error(
+            KafkaException(refused[0]), cluster=settings.target, resource=topic,
+            action=f"storing {len(refused)} position record(s) in {topic}",
+        )  # fmt: skip
     if left:
         raise ClusterTimeoutError(
             f"flow {settings.name}: {left} position record(s) not acknowledged by "

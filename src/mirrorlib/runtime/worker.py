@@ -320,7 +320,7 @@ def main() -> int:
         worker = _Worker(start, _Channel(out, stop), stop)
         code = worker.run(stream)
     if (received := signals.describe()) is not None:
-        log.info("worker %d: %s (cleanly): exit status %d", start.slot, received, code)
+        log.info("worker %d: %s; exit status %d", start.slot, received, code)
     return code
 
 

@@ -14,9 +14,11 @@ import pytest
 import mirrorlib.spark.plane as plane
 from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.worker_reports import WorkerState
+from mirrorlib.errors import KafkaRequestError, TopicAuthorizationError
 from mirrorlib.kafka.ranges import CopyResult, PartitionResult
-from mirrorlib.spark.plane import CopyBatches, ParkedLog
+from mirrorlib.spark.plane import CopyBatches, ParkedLog, driver_slot
 from mirrorlib.spark.planner import PlanLog
 from tests.runtime.conftest import offline_settings
 from tests.spark.test_planner import MemoryFiles
@@ -129,6 +131,7 @@ class Driver:
     def __init__(self, files: MemoryFiles, target: Target, planner: Planner) -> None:
         self.settings = offline_settings()
         self.stats = StatsRegistry("A", "B")
+        self.stats.state = FlowState.RUNNING
         flow = types.SimpleNamespace(
             settings=self.settings,
             stats=self.stats,
@@ -238,3 +241,63 @@ def test_the_parked_state_is_written_when_it_changes_and_old_files_go(
     # the first batch of a driver writes its state; later ones only when it changes
     assert files.ids(ParkedLog.FOLDER) == [0]
     assert len(files.ids(PlanLog.FOLDER)) <= PlanLog.KEEP + 1
+
+
+def refused() -> Exception:
+    return TopicAuthorizationError(
+        "storing 1 position record(s) in mm2-offsets.A.internal on cluster B failed: Broker: "
+        "Topic authorization failed (TOPIC_AUTHORIZATION_FAILED)",
+        cluster="B",
+        resource="mm2-offsets.A.internal",
+        code="TOPIC_AUTHORIZATION_FAILED",
+    )
+
+
+def test_positions_not_stored_show_in_the_status_and_are_stored_with_the_next_batch(
+    clock: Clock, stores: Stores
+) -> None:
+    files, target, planner = MemoryFiles(), Target(), Planner()
+    driver = Driver(files, target, planner)
+    planner.ends = {A: 10, B: 5}
+    stores.fail = refused
+    driver.run(0)
+    status = driver.stats.snapshot()
+    assert status.state is FlowState.DEGRADED
+    (error,) = status.errors
+    assert error.startswith("positions: not stored in mm2-offsets.A.internal on B")
+    assert "TOPIC_AUTHORIZATION_FAILED" in error
+    (slot,) = driver_slot(driver.stats)  # what `mirrorlib status` shows of the driver
+    assert slot.state is WorkerState.RUNNING and slot.last_error == error
+
+    stores.fail = None
+    planner.ends = {A: 12, B: 5}  # only A copies in batch 1: B's position is still owed
+    clock.now += 1.0
+    driver.run(1)
+    assert stores.stored == [{A: 11, B: 4}]
+    status = driver.stats.snapshot()
+    assert status.state is FlowState.RUNNING and not status.errors
+    assert driver_slot(driver.stats)[0].last_error is None
+
+
+def test_positions_that_cannot_be_stored_for_long_fail_the_flow_naming_the_topic(
+    clock: Clock, stores: Stores
+) -> None:
+    files, target, planner = MemoryFiles(), Target(), Planner()
+    driver = Driver(files, target, planner)
+    stores.fail = refused
+    for batch in range(plane.POSITION_FAILURES + 1):
+        planner.ends = {A: 10 * (batch + 1), B: 0}
+        clock.now += plane.POSITION_FAILURE_S / plane.POSITION_FAILURES
+        if batch < plane.POSITION_FAILURES:  # not yet: fewer batches or seconds
+            driver.run(batch)
+            assert driver.stats.snapshot().state is FlowState.DEGRADED
+            continue
+        with pytest.raises(KafkaRequestError) as failed:
+            driver.run(batch)
+    message = str(failed.value)
+    assert "flow A->B failed: positions not stored in mm2-offsets.A.internal on B" in message
+    assert "TOPIC_AUTHORIZATION_FAILED" in message
+    assert failed.value.resource == "mm2-offsets.A.internal"
+    assert driver.stats.snapshot().state is FlowState.FAILED
+    (slot,) = driver_slot(driver.stats)
+    assert slot.state is WorkerState.FAILED and "TOPIC_AUTHORIZATION_FAILED" in str(slot.last_error)

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -35,7 +36,14 @@ from mirrorlib.core.config import FlowConfig
 from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.errors import ConfigError, MirrorError, RecordRefusedError
+from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState, slot_reports
+from mirrorlib.errors import (
+    ConfigError,
+    KafkaRequestError,
+    MirrorError,
+    RecordRefusedError,
+)
 from mirrorlib.kafka.ranges import (
     CopyResult,
     PartitionResult,
@@ -44,6 +52,7 @@ from mirrorlib.kafka.ranges import (
     position_producer,
     store_positions,
 )
+from mirrorlib.runtime.worker_status import WorkerReporter, partition_loads
 from mirrorlib.spark.planner import BatchPlanner, PlanLog
 
 if TYPE_CHECKING:
@@ -64,6 +73,14 @@ MEASURE_INTERVAL_S = 1.0
 BACKFILL_REFUSALS = 5
 #: the flow status's error component for offset syncs a batch's tasks could not write
 SYNCS_ERROR = "offset-syncs"
+#: the flow status's error component for positions the driver could not store
+POSITIONS_ERROR = "positions"
+#: Storing positions that fails for every batch with positions to store, for at least
+#: :data:`POSITION_FAILURE_S` seconds and :data:`POSITION_FAILURES` batches in a row, fails the
+#: flow (until then it shows as the flow's ``positions`` error, and the positions not stored
+#: are stored with the next batch's).
+POSITION_FAILURE_S = 300.0
+POSITION_FAILURES = 3
 
 
 def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) -> str:
@@ -297,6 +314,10 @@ class CopyBatches:
         self.sizes: dict[TP, float] = {}
         self.records = 0
         self.batches = 0
+        self.unstored: dict[TP, int] = {}  # positions a failed store left, for the next one
+        self._unstored_ids: dict[str, Incarnation] = {}  # the topic IDs they were copied with
+        self.store_failures = 0  # batches in a row whose positions could not be stored
+        self._failing_since = 0.0  # (monotonic) the first of them
         position_producer(self.s)  # connects while the first batch copies
 
     def _due(self, tp: TP) -> bool:
@@ -512,23 +533,106 @@ class CopyBatches:
         """Store the batch's last copied offset per source partition in MM2's offsets topic on
         the target, so MM2 or the embedded engine can continue where Spark stopped (and a query
         started without a checkpoint resumes there). Spark's checkpoint (with the parked log)
-        stays the source of truth for Spark; failing to store a position only logs a warning."""
+        stays the source of truth for Spark.
+
+        A store that fails shows as the flow's ``positions`` error (naming the topic and the
+        cause) and its positions are stored with the next batch's (unless their topic was
+        re-created since); once it failed for :data:`POSITION_FAILURE_S` seconds and
+        :data:`POSITION_FAILURES` batches in a row, the flow fails with a
+        :class:`~mirrorlib.errors.KafkaRequestError` saying so. A batch that copied nothing
+        stores nothing and counts neither way."""
+        ids = self._ids(batch_id)
         last = {
-            (p.topic, p.partition): p.copied_to - 1
+            tp: offset
+            for tp, offset in self.unstored.items()
+            if self._unstored_ids.get(tp[0]) == ids.get(tp[0])
+        }
+        last.update(
+            ((p.topic, p.partition), p.copied_to - 1)
             for r in results
             for p in r.partitions
             if p.copied_to > p.start
-        }
+        )
         if not last:
             return
+        s = self.s
         try:
-            store_positions(
-                self.s, self.flow.metadata.offsets_topic_partitions, last, self._ids(batch_id)
-            )
+            store_positions(s, self.flow.metadata.offsets_topic_partitions, last, ids)
         except Exception as exc:
-            log.warning(
-                "flow %s: storing positions of batch %d failed: %s", self.s.name, batch_id, exc
+            self._store_failed(exc, batch_id, last, ids)
+            return
+        self.unstored, self._unstored_ids = {}, {}
+        if self.store_failures:
+            log.info("flow %s: positions stored again (batch %d)", s.name, batch_id)
+            self.store_failures = 0
+            self.flow.stats.set_error(POSITIONS_ERROR, None)
+
+    def _store_failed(
+        self, exc: Exception, batch_id: int, last: dict[TP, int], ids: dict[str, Incarnation]
+    ) -> None:
+        s = self.s
+        now = time.monotonic()
+        if not self.store_failures:
+            self._failing_since = now
+        self.store_failures += 1
+        self.unstored, self._unstored_ids = last, ids
+        failing = now - self._failing_since
+        what = (
+            f"not stored in {s.offset_storage_topic} on {s.target} "
+            f"({self.store_failures} batch(es) in a row, for {failing:.0f}s; last: batch "
+            f"{batch_id}): {exc}"
+        )
+        if self.store_failures >= POSITION_FAILURES and failing >= POSITION_FAILURE_S:
+            message = (
+                f"flow {s.name} failed: positions {what}. Spark's checkpoint still holds where the "
+                "flow is (a restart with it resumes there); status, verify and a handover to "
+                "MM2 or the embedded engine read these positions"
             )
+            log.error("%s", message)
+            self.flow.stats.set_error(POSITIONS_ERROR, what)
+            self.flow.stats.state = FlowState.FAILED
+            raise KafkaRequestError(
+                message, cluster=s.target, resource=s.offset_storage_topic,
+                code=getattr(exc, "code", None),
+            ) from exc  # fmt: skip
+        log.warning(
+            "flow %s: positions %s; they are stored with the next batch's (the flow fails after %.0fs "
+            "and %d batches in a row)", s.name, what, POSITION_FAILURE_S, POSITION_FAILURES,
+        )  # fmt: skip
+        self.flow.stats.set_error(POSITIONS_ERROR, what)
+
+
+class DriverReporter(WorkerReporter):
+    """Publishes the driver of a flow's query as its worker slot 0 for ``mirrorlib status``
+    (:mod:`mirrorlib.runtime.worker_status`): the flow's state, and the error of positions it
+    could not store. No transactional id: Spark writes none."""
+
+    def __init__(self, settings: FlowSettings, stats: StatsRegistry) -> None:
+        super().__init__(settings, stats, lambda: driver_slot(stats))
+
+    def reports(self) -> list[WorkerReport]:
+        return slot_reports(
+            self.slots(), partition_loads(self.stats), flow=self.s.name, node=self.s.node,
+            tasks_max=1, timestamp_ms=int(time.time() * 1000), interval_s=self.interval,
+            transactional_id=lambda _slot: None,
+        )  # fmt: skip
+
+
+def driver_slot(stats: StatsRegistry) -> tuple[SlotInfo, ...]:
+    """The driver as slot 0 of this process, with the flow's ``positions`` error."""
+    state = {
+        FlowState.FAILED: WorkerState.FAILED,
+        FlowState.STARTING: WorkerState.STARTING,
+        FlowState.STOPPED: WorkerState.STOPPED,
+    }.get(stats.state, WorkerState.RUNNING)
+    prefix = f"{POSITIONS_ERROR}: "
+    error = next((e for e in stats.errors() if e.startswith(prefix)), None)
+    return (
+        SlotInfo(
+            slot=0, pid=os.getpid(), state=state, partitions=frozenset(stats.partitions()),
+            last_error=error,
+        ),
+    )  # fmt: skip
 
 
 class StreamingQuery:
@@ -595,6 +699,8 @@ class StreamingQuery:
         self.name = s.name
         loaded = time.monotonic()
         self.query = writer.start()
+        # the driver as the flow's worker for `mirrorlib status` (state, positions not stored)
+        flow.spawn("worker status", DriverReporter(s, flow.stats).run)
         if backfill:
             threading.Thread(
                 target=self._end_backfill,

@@ -231,6 +231,10 @@ class SparkReplicator:
                 "no source->target replication flows: enable one with 'A->B.enabled = true'",
                 key="clusters",
             )
+        running = {s.name for s in self.settings if s.enabled}
+        for warning in config.warnings:
+            if warning.kind == "downgraded" and warning.alias in running:
+                log.warning("%s", warning)  # e.g. read_uncommitted: aborted records copied
         for s in self.settings:
             if s.enabled and s.exactly_once_enabled:
                 log.warning(

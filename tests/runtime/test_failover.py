@@ -484,3 +484,28 @@ def test_an_old_cluster_that_does_not_answer_at_all_fails_over_with_the_checkpoi
     assert "DOWN is unreachable" in out and "committed on B" in out
     target = GroupAdmin(b.client_config(), alias="B")
     assert target.committed_offsets(group) == {TP(remote, 0): OffsetAndMetadata(7)}
+
+
+def test_a_group_active_on_the_old_cluster_stays_active_when_its_offsets_are_unreadable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Active there, even if its offsets cannot be read: refused, and --force does not
+    override it (only an unknown state is forced)."""
+    from mirrorlib import MirrorConfig
+    from mirrorlib.errors import ClusterError
+    from mirrorlib.kafka import groups
+    from mirrorlib.runtime import failover as runtime_failover
+
+    class Unreadable(_FakeAdmin):
+        def committed_offsets(self, group: str) -> Any:
+            raise ClusterError(f"cluster A: listing offsets of group {group} failed: boom")
+
+    monkeypatch.setattr(groups, "GroupAdmin", Unreadable)
+    _FakeAdmin.made, _FakeAdmin.answers = [], [("active", None)]
+    cfg = MirrorConfig.from_properties(
+        {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:1",
+         "B.bootstrap.servers": "127.0.0.1:2", "A->B.enabled": "true"}
+    )  # fmt: skip
+    notes: list[str] = []
+    state, offsets, why = runtime_failover._source_group(cfg, cfg.flow("A", "B"), "g", 30, notes)
+    assert (state, offsets, why, notes) == ("active", None, None, [])

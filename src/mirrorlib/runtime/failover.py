@@ -245,6 +245,8 @@ def _source_group(
     failed (after retries of retriable errors) -- the offsets are then still read, and are
     ``None`` if that fails too. Offsets that cannot be read from a group whose state is known
     make the state unknown as well: the group's position there is not known."""
+    from mirrorlib.kafka.groups import GroupState
+
     from_alias, to_alias = flow.source, flow.target
     if known_error is not None:
         return _unreachable(from_alias, to_alias, known_error, notes)
@@ -255,8 +257,8 @@ def _source_group(
         offsets = admin.committed_offsets(group)
     except ClusterError as exc:
         why = why or str(exc)
-    if why is None:
-        return str(state), offsets, None
+    if why is None or (error is None and state is GroupState.ACTIVE):
+        return str(state), offsets, None  # (active: refused whatever its offsets, even forced)
     # a failure: the cluster stopped answering (the disaster case after all), or it answers
     # but not about the group
     from mirrorlib.kafka.probe import check_reachable

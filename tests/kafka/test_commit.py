@@ -354,3 +354,22 @@ def test_at_least_once_never_asks_whether_the_copier_read_to_the_end() -> None:
     assert isinstance(flow.committer, PositionCommitter)
     assert not flow.committer.wants_caught_up(time.monotonic() + 10.0)
     assert flow.committer.transaction_partitions() == []
+
+
+def test_an_acknowledgement_below_a_moved_position_does_not_move_it_back() -> None:
+    """The copier moved the position past a gap (retention removed offsets before they were
+    read) while records before it were in flight: their late acknowledgement counts the records
+    but leaves the position after the gap (a restart would find the gap again and count it
+    twice)."""
+    flow = Flow()
+    part = flow.part
+    for up in range(101, 201):
+        part.produced(up)
+    part.acked = 299  # moved past the gap 201..299
+    for down in range(1000, 1100):
+        part.on_delivery(None, Report(down))
+    acks = part.take(None)
+    assert acks is not None
+    flow.committer.acknowledged(part, acks)
+    assert part.acked == 299
+    assert part.stats.record_count == 100

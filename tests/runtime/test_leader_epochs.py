@@ -29,9 +29,12 @@ def _values(n: int, start: int) -> list[dict[str, object]]:
     return [{"value": str(start + i).encode(), "partition": i % PARTITIONS} for i in range(n)]
 
 
+@pytest.mark.parametrize("tasks", [1, 2])
 def test_exactly_once_goes_on_after_the_target_and_the_source_broker_restart(
-    private_kafka_clusters: ClusterRequest, caplog: pytest.LogCaptureFixture
+    private_kafka_clusters: ClusterRequest, caplog: pytest.LogCaptureFixture, tasks: int
 ) -> None:
+    """``tasks.max`` 1: the in-process copier; 2: copier worker processes (each reads the
+    flow's positions with a reader of its own)."""
     a, b = private_kafka_clusters(["A", "B"])
     topic = "epoch.t"
     group = "epoch-group"
@@ -43,6 +46,7 @@ def test_exactly_once_goes_on_after_the_target_and_the_source_broker_restart(
             "A->B.topics": "epoch\\..*",
             "A->B.groups": "epoch-.*",
             "B.exactly.once.source.support": "enabled",
+            "tasks.max": str(tasks),
             "transaction.boundary.interval.ms": "300",
         },
     )

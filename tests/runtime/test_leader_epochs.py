@@ -69,7 +69,7 @@ def test_exactly_once_goes_on_after_the_target_and_the_source_broker_restart(
             total += 200
             wait_for(
                 f"every record on B after {side.alias} restarted",
-                lambda n=total: committed_count() >= n,  # type: ignore[misc]
+                lambda n=total: committed_count() >= n,
                 timeout=90,
             )
         # the checkpoint task recovered: a group's commit made after both restarts is

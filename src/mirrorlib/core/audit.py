@@ -631,6 +631,11 @@ class FlowHealth(FlowLagView["PartitionLag"]):
             silent = f", {self.silent_workers} silent" if self.silent_workers else ""
             out.append(f"  workers ({len(self.workers)} on {nodes} node(s){silent}):")
             out.append(worker_table(self.workers))
+            out.extend(
+                f"  worker {w.report.node} slot {w.report.slot}, last error: {w.report.last_error}"
+                for w in self.workers
+                if w.report.last_error
+            )
         out.extend(f"  error: {e}" for e in self.errors)
         return out
 

@@ -161,3 +161,26 @@ def test_a_remote_topic_recreated_on_the_target_is_filled_again(
     assert f"remote topic {remote} {WARNING}" in caplog.text
     (audit,) = verify_flow(cfg, flow_cfg, topic, timeout=120).partitions
     assert audit.incarnation is None and audit.ok, audit
+
+
+def test_a_remote_topic_deleted_while_running_is_created_and_filled_again(
+    two_clusters: ClusterSet,
+) -> None:
+    """An operator deletes the remote topic while the replicator runs: the replicator creates it
+    again (a new topic id) and copies the source into it from its first offset."""
+    a, b = two_clusters
+    topic, remote = "recreated-remote-live", "A.recreated-remote-live"
+    a.create_topic(topic, 1)
+    a.produce(topic, [f"rl-{i}" for i in range(600)])
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": topic})
+    with Replicator(cfg) as r:
+        wait_for("the topic copied", lambda: copied(b, remote, "rl-", 600, eos=False))
+        admin = b.admin_client()
+        admin.delete_topics([remote], operation_timeout=30)[remote].result(35)
+        a.produce(topic, [f"rl-{i}" for i in range(600, 700)])
+        wait_for(
+            "the remote topic created and filled again",
+            lambda: copied(b, remote, "rl-", 700, eos=False),
+            timeout=120,
+        )
+        wait_for("the status to count it", lambda: flow(r).new_incarnations >= 1)

@@ -12,10 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirrorlib.core.retry import (
+    ATTEMPT_TIMEOUT,
     NEW_CLIENT_AFTER,
     Backoff,
     BrokerErrorKind,
     RetryStep,
+    attempt_timeout,
     classify_broker_error,
     next_retry,
 )
@@ -186,9 +188,30 @@ def test_stale_metadata_is_refreshed_first_then_the_client_replaced() -> None:
         assert step.new_client and step.refresh_metadata and not step.give_up
 
 
-def test_transient_errors_are_retried_as_they_are() -> None:
-    step = next_retry(BrokerErrorKind.TRANSIENT, failures=7, remaining=30.0, delay=2.0)
+def test_a_transient_error_is_retried_as_it_is_then_with_a_new_client() -> None:
+    """A long-lived admin client's DescribeGroups timed out for minutes after a broker restart,
+    fresh metadata or not; a new client was answered at once."""
+    step = next_retry(BrokerErrorKind.TRANSIENT, failures=1, remaining=30.0, delay=2.0)
     assert step == RetryStep(give_up=False, delay=2.0)
+    step = next_retry(BrokerErrorKind.TRANSIENT, failures=NEW_CLIENT_AFTER, remaining=30.0,
+                      delay=2.0)  # fmt: skip
+    assert step == RetryStep(give_up=False, delay=2.0, refresh_metadata=True, new_client=True)
+
+
+@given(failures=st.integers(min_value=0, max_value=10_000),
+       remaining=st.floats(min_value=-10.0, max_value=1e6))  # fmt: skip
+def test_an_attempt_gets_a_growing_timeout_within_the_deadline(
+    failures: int, remaining: float
+) -> None:
+    timeout = attempt_timeout(failures, remaining)
+    assert 0.0 <= timeout <= max(remaining, 0.0)
+    assert timeout <= attempt_timeout(failures + 1, remaining)
+    if remaining >= 1e5:
+        assert timeout == min(ATTEMPT_TIMEOUT * 2.0 ** min(failures, 16), remaining)
+
+
+def test_the_first_attempt_leaves_time_to_ask_a_new_leader() -> None:
+    assert attempt_timeout(0, 30.0) == ATTEMPT_TIMEOUT < 30.0 / 3
 
 
 def test_permanent_errors_give_up_at_once_and_keep_the_client() -> None:

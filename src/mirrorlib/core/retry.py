@@ -39,6 +39,7 @@ from typing import Final, Protocol
 import attrs
 
 __all__ = [
+    "ATTEMPT_TIMEOUT",
     "NEW_CLIENT_AFTER",
     "STALE_METADATA_ERRORS",
     "TRANSIENT_ERRORS",
@@ -46,6 +47,7 @@ __all__ = [
     "BrokerErrorKind",
     "RetryStep",
     "StopEvent",
+    "attempt_timeout",
     "classify_broker_error",
     "next_retry",
 ]
@@ -135,6 +137,9 @@ STALE_METADATA_ERRORS: Final = frozenset({
     "_UNKNOWN_PARTITION",
     "_WAIT_COORD",
     "_OUTDATED",
+    # librdkafka's admin ListOffsets answers offset -1001 (OFFSET_INVALID) without an error when
+    # the leader it asked went down (seen on three-node clusters); the edge names it so
+    "_NO_OFFSET",
 })  # fmt: skip
 
 #: Errors of a passing condition, retried as they are after a back-off.
@@ -153,9 +158,14 @@ TRANSIENT_ERRORS: Final = frozenset({
     "_WAIT_CACHE",
 })  # fmt: skip
 
-#: Consecutive stale-metadata failures after which the client is replaced: the first retry
-#: refreshes the metadata of the client that failed, the next ones start a new client.
+#: Consecutive failures after which the client is replaced: the first retry of a stale-metadata
+#: error refreshes the metadata of the client that failed (and a transient error is retried as
+#: it is); the retries after the next failures start with a new client.
 NEW_CLIENT_AFTER: Final = 2
+
+#: The first attempt's own timeout (seconds); it doubles with each failed attempt, never past the
+#: caller's deadline (:func:`attempt_timeout`).
+ATTEMPT_TIMEOUT: Final = 5.0
 
 
 def classify_broker_error(
@@ -197,9 +207,10 @@ def next_retry(
     ``remaining``: seconds left until the caller's deadline; ``delay``: the back-off delay drawn
     for this failure (:meth:`Backoff.next_delay`). A permanent error gives up at once, any other
     error when the deadline has passed; otherwise the wait is the delay cut to the deadline, so
-    the last attempt is made just before it. Stale metadata is refreshed before the retry, and
-    from the :data:`NEW_CLIENT_AFTER`-th consecutive failure on the client is replaced; a
-    retriable error that outlived the deadline replaces the client too, for the next call."""
+    the last attempt is made just before it. Stale metadata is refreshed before the first retry
+    (a transient error is retried as it is), and from the :data:`NEW_CLIENT_AFTER`-th
+    consecutive failure on the client is replaced; a retriable error that outlived the deadline
+    replaces the client too, for the next call."""
     if failures < 1:
         raise ValueError(f"failures counts the failed attempts, not {failures!r}")
     if kind is BrokerErrorKind.PERMANENT:
@@ -208,10 +219,19 @@ def next_retry(
         # the next call starts with a new client: a long-lived librdkafka admin client can stay
         # stuck after a broker restart (coordinator requests time out until it is replaced)
         return RetryStep(give_up=True, new_client=True)
-    stale = kind is BrokerErrorKind.STALE_METADATA
+    renew = failures >= NEW_CLIENT_AFTER
     return RetryStep(
         give_up=False,
         delay=max(min(delay, remaining), 0.0),
-        refresh_metadata=stale,
-        new_client=stale and failures >= NEW_CLIENT_AFTER,
+        refresh_metadata=renew or kind is BrokerErrorKind.STALE_METADATA,
+        new_client=renew,
     )
+
+
+def attempt_timeout(failures: int, remaining: float) -> float:
+    """How long the attempt after ``failures`` failed ones may take: :data:`ATTEMPT_TIMEOUT`,
+    doubled with each failure, cut to the ``remaining`` seconds of the caller's deadline. A
+    request sent to a leader that just went down waits out its whole timeout (librdkafka waits
+    for the broker to come back): a first attempt of its own leaves time to ask the new leader,
+    and a slow cluster still gets longer and longer attempts."""
+    return max(min(ATTEMPT_TIMEOUT * 2.0 ** min(failures, 16), remaining), 0.0)

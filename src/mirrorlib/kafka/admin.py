@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import attrs
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # implicit re-exports
     AclBinding,
@@ -72,6 +72,7 @@ from mirrorlib.core.plans import (
 from mirrorlib.core.retry import (
     Backoff,
     BrokerErrorKind,
+    attempt_timeout,
     classify_broker_error,
     next_retry,
 )
@@ -475,17 +476,19 @@ class FreshAdmin:
         self.client = self._make_client()
 
     def call(self, action: str, attempt: Callable[[Any, float], T], *, timeout: float) -> T:
-        """``attempt(client, remaining_seconds)`` until it returns, retrying what the brokers or
+        """``attempt(client, seconds)`` until it returns, retrying what the brokers or
         the client refused (``KafkaException``, a timeout, or a
         :class:`~mirrorlib.errors.KafkaRequestError` whose ``resource`` names the refused part,
-        raised from the client's exception) for up to ``timeout`` seconds. ``action`` says what is attempted ("list
-        end offsets of mm2-offsets.A.internal") in logs and errors."""
+        raised from the client's exception) for up to ``timeout`` seconds. ``seconds``: the
+        attempt's own timeout (:func:`~mirrorlib.core.retry.attempt_timeout`). ``action`` says
+        what is attempted ("list end offsets of mm2-offsets.A.internal") in logs and errors."""
         started = time.monotonic()
         deadline = started + timeout
         backoff = Backoff(self._base, max(self._cap, self._base))
         while True:
+            left = deadline - time.monotonic()
             try:
-                return attempt(self.client, max(deadline - time.monotonic(), 0.001))
+                return attempt(self.client, max(attempt_timeout(backoff.failures, left), 0.001))
             except (KafkaRequestError, KafkaException, concurrent.futures.TimeoutError,
                     TimeoutError) as exc:  # fmt: skip
                 refused = isinstance(exc, KafkaRequestError)
@@ -577,10 +580,17 @@ def list_offsets(
         for ktp, future in futures.items():
             key = (ktp.topic, ktp.partition)
             try:
-                got[key] = int(future.result(timeout=remaining + 5.0).offset)
+                offset = int(future.result(timeout=remaining + 5.0).offset)
             except (KafkaException, concurrent.futures.TimeoutError, TimeoutError) as exc:
                 errors[key] = exc
                 continue
+            if offset == OFFSET_INVALID:  # no error, no offset: the leader asked went down
+                errors[key] = KafkaRequestError(
+                    "no offset in the answer (its leader went down?)", cluster=admin.alias,
+                    resource=f"{key[0]}-{key[1]}", code="_NO_OFFSET", retriable=True,
+                )  # fmt: skip
+                continue
+            got[key] = offset
             pending.pop(key, None)
         if errors:  # the partitions still pending are asked again
             key, cause = next(iter(errors.items()))

@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorlib.testing import KafkaCluster
-from mirrorlib.testing.pytest_plugin import ClusterRequest
+from mirrorlib.testing import BaseCluster, KafkaCluster
+from mirrorlib.testing.pytest_plugin import ClusterRequest, require_managed
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
@@ -19,16 +19,17 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+# the same three-node proxied pair as tests/runtime/test_production_faults.py (one start for both)
 @pytest.fixture
 def three(kafka_clusters: ClusterRequest) -> KafkaCluster:
-    (cluster,) = kafka_clusters(["N3"], nodes=3)
+    cluster = kafka_clusters(["S3", "T3"], nodes=3, proxy=True)[0]
     assert isinstance(cluster, KafkaCluster)
     return cluster
 
 
 @pytest.fixture
 def proxied(kafka_clusters: ClusterRequest) -> KafkaCluster:
-    (cluster,) = kafka_clusters(["PX"], proxy=True)
+    cluster = kafka_clusters(["S3", "T3"], nodes=3, proxy=True)[1]
     assert isinstance(cluster, KafkaCluster)
     return cluster
 
@@ -114,8 +115,9 @@ def test_freeze_and_thaw(three: KafkaCluster) -> None:
     assert [m.value() for m in three.consume(topic, 2)] == [b"while-frozen", b"after-thaw"]
 
 
-def test_single_node_cluster_freezes_and_thaws(kafka_clusters: ClusterRequest) -> None:
-    (a,) = kafka_clusters(["F1"])
+def test_single_node_cluster_freezes_and_thaws(kafka_cluster: BaseCluster) -> None:
+    a = kafka_cluster
+    require_managed(a)
     assert isinstance(a, KafkaCluster) and len(a.nodes) == 1
     assert a.node(1).work_dir == a.work_dir  # single-node layout unchanged
     a.freeze()
@@ -134,7 +136,7 @@ def test_single_node_cluster_freezes_and_thaws(kafka_clusters: ClusterRequest) -
 
 def test_proxy_adds_rtt_cuts_and_heals(proxied: KafkaCluster) -> None:
     props = proxied.server_properties()
-    assert f":{proxied.nodes[0].proxy_port}" in props["advertised.listeners"]
+    assert f":{proxied.nodes[0].proxy_port}," in props["advertised.listeners"]
     assert proxied.bootstrap_servers != proxied.direct_bootstrap_servers
     topic = _name("px")
     proxied.create_topic(topic)

@@ -8,6 +8,7 @@ nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -299,3 +300,51 @@ def test_read_uncommitted_is_honoured_with_a_warning(
     assert warned, "no warning names A.consumer.isolation.level"
     assert "records of aborted transactions will be copied to B as committed" in warned[0]
     assert len(committed) < every
+
+
+def test_an_open_source_transaction_is_not_lag(two_clusters: ClusterSet) -> None:
+    """Records of a source transaction still open are not copyable yet (read_committed): the
+    replicator's status and `mirrorlib status` show no lag for them (the end is the last stable
+    offset), so a producer that keeps its transactions open for long does not make the flow look
+    stalled; once committed they are copied."""
+    a, b = two_clusters
+    topic = "txs.open"
+    a.create_topic(topic, 1)
+    plain = Producer(a.client_config())
+    for i in range(5):
+        plain.produce(topic, f"p-{i}".encode(), partition=0)
+    assert plain.flush(30) == 0
+    txn = Producer({**a.client_config(), "transactional.id": f"{topic}-writer"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(7):
+        txn.produce(topic, f"t-{i}".encode(), partition=0)
+    assert txn.flush(30) == 0  # in the log, not committed
+    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "txs\\.open"})
+    try:
+        with Replicator(cfg) as r:
+            wait_for("the committed records on B", lambda: count(b, f"A.{topic}") >= 5)
+            wait_empty(
+                "no lag in the replicator's status while the transaction is open",
+                lambda: [
+                    (p.position, p.end_offset, p.lag_records)
+                    for p in r.status()[0].partitions
+                    if p.topic == topic and p.lag_records != 0
+                ],
+            )
+            wait_empty(
+                "no lag in `mirrorlib status` while the transaction is open",
+                lambda: [
+                    (p.position, p.end_offset, p.lag_records)
+                    for p in flow_status(cfg, cfg.flow("A", "B")).partitions
+                    if p.topic == topic and p.lag_records != 0
+                ],
+            )
+            assert count(b, f"A.{topic}") == 5
+            txn.commit_transaction(30)
+            wait_for("the transaction's records on B", lambda: count(b, f"A.{topic}") >= 12)
+        got = [m.value().decode() for m in read_all(b, f"A.{topic}")]
+        assert got == [f"p-{i}" for i in range(5)] + [f"t-{i}" for i in range(7)]
+    finally:
+        with contextlib.suppress(Exception):
+            txn.abort_transaction(5)

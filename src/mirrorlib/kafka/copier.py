@@ -131,6 +131,8 @@ _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0
 _NO_LIMIT = 1 << 62
 # librdkafka's periodic metadata refresh (topic.metadata.refresh.interval.ms default), seconds
 _METADATA_REFRESH_MAX_S = 300.0
+#: Seconds a refresh of the lag inputs may spend asking for last stable offsets (below).
+_STABLE_OFFSETS_BUDGET_S = 0.25
 
 
 class SyncSink(Protocol):
@@ -210,6 +212,7 @@ class Copier:
         self._last_latency_sample = 0.0
         self._acked_since_sample: set[Part] = set()  # latency sampling visits only these
         self._stopping = threading.Event()  # the stop request of `run`
+        self._reads_committed = True  # the source consumer's isolation level (set by _open)
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -235,6 +238,7 @@ class Copier:
         cconf["isolation.level"] = replication_isolation(  # read_committed unless told not to
             cconf.get("isolation.level"), exactly_once=s.exactly_once_enabled
         )
+        self._reads_committed = cconf["isolation.level"] == "read_committed"
         pconf = s.record_producer(
             linger_ms=5,
             error_cb=self._client_error("target", s.target),
@@ -794,13 +798,25 @@ class Copier:
                 and (part.stats.position is None or ktp.offset > part.stats.position)
             ):
                 part.stats.position = ktp.offset
+        # Fetch responses keep the high watermark; a read_committed reader ends at the last
+        # stable offset. An idle partition whose position stays below the high watermark is
+        # most likely behind a source transaction still open: its records are not lag (a
+        # producer that keeps transactions open for minutes, as Flink does between checkpoints,
+        # would make the flow look stalled). Ask for its last stable offset (a request), within
+        # a time budget per refresh.
+        stable = {(k.topic, k.partition): k.offset for k in consumed if k.offset >= 0}
+        budget = time.monotonic() + _STABLE_OFFSETS_BUDGET_S
         for part in parts:
+            ktp = KafkaTopicPartition(part.key[0], part.key[1])
             try:
-                low, high = consumer.get_watermark_offsets(
-                    KafkaTopicPartition(part.key[0], part.key[1]), cached=True
-                )
+                low, high = consumer.get_watermark_offsets(ktp, cached=True)
             except KafkaException:
                 continue
+            at = stable.get(part.key)
+            behind = self._reads_committed and at is not None and at < high
+            if behind and time.monotonic() < budget:
+                with contextlib.suppress(KafkaException):
+                    high = min(high, consumer.get_watermark_offsets(ktp, timeout=1.0)[1])
             if high >= 0:
                 part.stats.end_offset = high
                 if part.acked is None and part.stats.position is None and low == high:

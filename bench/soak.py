@@ -116,7 +116,7 @@ class SourceProducer(threading.Thread):
         self.acked: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
         self.failed = 0
         self.sent = 0
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -126,9 +126,9 @@ class SourceProducer(threading.Thread):
 
     def run(self) -> None:
         start = time.monotonic()
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             due = int((time.monotonic() - start) * self.rate)
-            while self.sent < due and not self._stop.is_set():
+            while self.sent < due and not self._stopping.is_set():
                 try:
                     self.producer.produce(
                         TOPIC,
@@ -145,7 +145,7 @@ class SourceProducer(threading.Thread):
     def finish(self, timeout: float) -> int:
         """Stop producing and wait for the outstanding acknowledgements; returns how many are
         still outstanding."""
-        self._stop.set()
+        self._stopping.set()
         self.join(10)
         return int(self.producer.flush(timeout))
 
@@ -176,13 +176,13 @@ class AppGroup(threading.Thread):
         self.positions: dict[int, int] = {}
         self.commits = 0
         self.errors: list[str] = []
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._pause = threading.Event()
 
     def run(self) -> None:
         self.consumer.subscribe([TOPIC])
         next_commit = time.monotonic() + self.rng.uniform(0.5, 3.0)
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             if self._pause.is_set():
                 time.sleep(0.05)
                 continue
@@ -205,7 +205,7 @@ class AppGroup(threading.Thread):
         """Stop at a random point, commit (until it works), leave the group; the committed
         offsets."""
         self._pause.set()
-        self._stop.set()
+        self._stopping.set()
         self.join(10)
         committed: dict[int, int] = {}
         for _ in range(30):
@@ -562,7 +562,7 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
         "seed": seed,
     }
     with start_clusters(
-        ["A", "B"], work_dir=work / "clusters", nodes=options.nodes, proxy=True
+        ["A", "B"], work_dir=work / "clusters", nodes=options.nodes, proxy=True, timeout=300
     ) as clusters:
         a, b = clusters
         a.create_topic(TOPIC, options.partitions)
@@ -573,8 +573,10 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
         props_path.write_text(javaproperties.dumps(props), encoding="utf-8")
         config = MirrorConfig.from_properties(props)
         run = RunProcess(props_path, work / "mirrorlib-run.log")
-        producer = SourceProducer(a.client_config(), options.partitions, options.rate)
-        app = AppGroup(a.client_config(), rng)
+        # the producer, the application and the checks reach the brokers past the proxy: the
+        # network faults are between the replicator and the clusters
+        producer = SourceProducer(a.direct_client_config(), options.partitions, options.rate)
+        app = AppGroup(a.direct_client_config(), rng)
         injector = Injector(clusters, run, rng, options)
         run.start()
         producer.start()
@@ -608,7 +610,7 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
         while time.monotonic() < deadline:
             run.check_alive()
             with contextlib.suppress(Exception):
-                target = read_committed(b.client_config(), remote, timeout=60)
+                target = read_committed(b.direct_client_config(), remote, timeout=60)
                 if acked_values <= {v for rows in target.values() for _, v in rows}:
                     caught_up_at = time.monotonic()
                     break

@@ -140,6 +140,9 @@ STALE_METADATA_ERRORS: Final = frozenset({
     # librdkafka's admin ListOffsets answers offset -1001 (OFFSET_INVALID) without an error when
     # the leader it asked went down (seen on three-node clusters); the edge names it so
     "_NO_OFFSET",
+    # librdkafka's admin ListOffsets of a partition without a leader in the client's metadata
+    # ("No leaders found"): a topic created a moment ago, or a leader being elected
+    "_NOENT",
 })  # fmt: skip
 
 #: Errors of a passing condition, retried as they are after a back-off.

@@ -16,6 +16,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlib.core.records import OffsetAndMetadata, TopicPartition
+from mirrorlib.core.retry import BrokerErrorKind, classify_broker_error
 from mirrorlib.errors import ClusterError, ClusterTimeoutError, KafkaRequestError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import kafka_error
@@ -66,27 +67,69 @@ def _state_of(desc: Any) -> GroupState:
     return GroupState.ACTIVE
 
 
+def _retriable(exc: BaseException) -> bool:
+    """Whether a failed group request may succeed with another client (a timeout, a moved or
+    loading coordinator: :func:`~mirrorlib.core.retry.classify_broker_error`)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    kind = classify_broker_error(err.name(), retriable=err.retriable(), fatal=err.fatal())
+    return kind is not BrokerErrorKind.PERMANENT
+
+
 class GroupAdmin:
     """Group operations against one cluster; every call has a timeout and raises
-    :class:`~mirrorlib.errors.ClusterError` naming the cluster."""
+    :class:`~mirrorlib.errors.ClusterError` naming the cluster.
+
+    A request that failed for a retriable reason (a timeout, a coordinator moved or loading)
+    leaves a new admin client for the next call: after a broker restart, a long-lived client's
+    OffsetFetch and DescribeGroups requests were measured to time out for minutes while a new
+    client was answered at once (``tests/kafka/test_groups.py``). The failed call itself is not
+    retried here: callers poll (the checkpoint task) or retry within their own budget
+    (failover)."""
 
     def __init__(self, config: Mapping[str, str], *, alias: str, timeout: float = 30.0) -> None:
         self.alias = alias
         self.timeout = timeout
         self._config = config
+        self._stale = False
+        #: How many times the client was replaced after a retriable failure.
+        self.new_clients = 0
+        self._client = self._new_client()
+
+    def _new_client(self) -> Any:
         try:
-            self._admin = AdminClient(client_conf(config))
+            return AdminClient(client_conf(self._config))
         except KafkaException as exc:
-            raise ClusterError(f"cluster {alias}: cannot create an admin client: {exc}") from exc
+            raise ClusterError(
+                f"cluster {self.alias}: cannot create an admin client: {exc}"
+            ) from exc
+
+    @property
+    def _admin(self) -> Any:
+        """The client for the next request: a new one after a retriable failure."""
+        if self._stale:
+            self._stale = False
+            self._client = self._new_client()
+            self.new_clients += 1
+        return self._client
+
+    def _failed(self, exc: BaseException) -> None:
+        if _retriable(exc):
+            self._stale = True
 
     def _wait(self, future: Any, what: str) -> Any:
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
+            self._failed(exc)
             raise ClusterError(
                 f"cluster {self.alias}: {what} failed: {failure_reason(self._config, exc)}"
             ) from exc
         except TimeoutError as exc:
+            self._failed(exc)
             raise self._timed_out(what) from exc
 
     def _timed_out(self, what: str, resource: str | None = None) -> ClusterTimeoutError:
@@ -159,14 +202,17 @@ class GroupAdmin:
         try:
             futures = self._admin.describe_consumer_groups(groups, request_timeout=self.timeout)
         except KafkaException as exc:
+            self._failed(exc)
             raise ClusterError(f"cluster {self.alias}: describing groups failed: {exc}") from exc
         out: dict[str, GroupState] = {}
         for group, future in futures.items():
             try:
                 desc = future.result(timeout=self.timeout)
             except TimeoutError as exc:
+                self._failed(exc)
                 raise self._timed_out(f"describing group {group}", group) from exc
             except KafkaException as exc:
+                self._failed(exc)
                 err = exc.args[0] if exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else None
                 if code in _UNREACHABLE:  # the cluster did not answer, as on a timeout
@@ -196,6 +242,7 @@ class GroupAdmin:
             err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return GroupState.ABSENT, None
+            self._failed(exc)
             error = kafka_error(exc, cluster=self.alias, action=what, resource=group)
             if isinstance(exc, TimeoutError):
                 error = self._timed_out(what, group)

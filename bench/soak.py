@@ -146,7 +146,8 @@ class SourceProducer(threading.Thread):
         """Stop producing and wait for the outstanding acknowledgements; returns how many are
         still outstanding."""
         self._stopping.set()
-        self.join(10)
+        if self.ident is not None:  # started
+            self.join(10)
         return int(self.producer.flush(timeout))
 
     @property
@@ -578,70 +579,75 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
         producer = SourceProducer(a.direct_client_config(), options.partitions, options.rate)
         app = AppGroup(a.direct_client_config(), rng)
         injector = Injector(clusters, run, rng, options)
-        run.start()
-        producer.start()
-        app.start()
-        started = time.monotonic()
-        end = started + options.minutes * 60
         try:
-            time.sleep(min(10.0, options.minutes * 6))
-            while time.monotonic() < end:
-                run.check_alive()
-                kind = rng.choice(injector.kinds)
-                fault = injector.apply(kind, started)
-                faults.append(fault)
-                echo(f"  {fault.at:7.1f}s {fault.kind:16} {fault.target} ({fault.seconds}s)"
-                     + (f" -- {fault.error}" if fault.error else ""))  # fmt: skip
-                pause = rng.uniform(*options.every) - fault.seconds
-                _sleep_checking(run, max(1.0, min(pause, end - time.monotonic())))
-        finally:
-            injector.heal_all()
-        faults_done = time.monotonic()
-        run.check_alive()
-        committed = app.finish()
-        outstanding = producer.finish(120)
-        echo(f"soak: faults done; {producer.acked_count} records acknowledged "
-             f"({outstanding} outstanding, {producer.failed} failed); catching up")  # fmt: skip
-        acked_values = {v for part in producer.acked.values() for v in part.values()}
-        remote = f"A.{TOPIC}"
-        target: dict[int, list[tuple[int, bytes]]] = {}
-        caught_up_at: float | None = None
-        deadline = time.monotonic() + options.catch_up_timeout
-        while time.monotonic() < deadline:
+            run.start()
+            producer.start()
+            app.start()
+            started = time.monotonic()
+            end = started + options.minutes * 60
+            try:
+                time.sleep(min(10.0, options.minutes * 6))
+                while time.monotonic() < end:
+                    run.check_alive()
+                    kind = rng.choice(injector.kinds)
+                    fault = injector.apply(kind, started)
+                    faults.append(fault)
+                    echo(f"  {fault.at:7.1f}s {fault.kind:16} {fault.target} ({fault.seconds}s)"
+                         + (f" -- {fault.error}" if fault.error else ""))  # fmt: skip
+                    pause = rng.uniform(*options.every) - fault.seconds
+                    _sleep_checking(run, max(1.0, min(pause, end - time.monotonic())))
+            finally:
+                injector.heal_all()
+            faults_done = time.monotonic()
             run.check_alive()
-            with contextlib.suppress(Exception):
-                target = read_committed(b.direct_client_config(), remote, timeout=60)
-                if acked_values <= {v for rows in target.values() for _, v in rows}:
-                    caught_up_at = time.monotonic()
-                    break
-            time.sleep(5)
-        failover_check = check_failover(config, committed, producer.acked, target)
-        exit_code = run.stop()
-        counts = Counter(v for rows in target.values() for _, v in rows)
-        lost = sorted(acked_values - set(counts), key=int)
-        duplicates = sum(n - 1 for n in counts.values() if n > 1)
-        result.update(
-            {
-                "faults": [attrs.asdict(f) for f in faults],
-                "fault_counts": dict(Counter(f.kind for f in faults)),
-                "produced": producer.sent,
-                "acked": producer.acked_count,
-                "producer_failed": producer.failed,
-                "target_records": sum(counts.values()),
-                "lost": len(lost),
-                "lost_sample": [v.decode() for v in lost[:20]],
-                "duplicates": duplicates,
-                "catch_up_seconds": None
-                if caught_up_at is None
-                else round(caught_up_at - faults_done, 1),
-                "group_commits": app.commits,
-                "group_committed": committed,
-                "failover": failover_check,
-                "replicator_starts": run.starts,
-                "replicator_unexpected_exits": run.unexpected_exits,
-                "replicator_exit_code": exit_code,
-            }
-        )
+            committed = app.finish()
+            outstanding = producer.finish(120)
+            echo(f"soak: faults done; {producer.acked_count} records acknowledged "
+                 f"({outstanding} outstanding, {producer.failed} failed); catching up")  # fmt: skip
+            acked_values = {v for part in producer.acked.values() for v in part.values()}
+            remote = f"A.{TOPIC}"
+            target: dict[int, list[tuple[int, bytes]]] = {}
+            caught_up_at: float | None = None
+            deadline = time.monotonic() + options.catch_up_timeout
+            while time.monotonic() < deadline:
+                run.check_alive()
+                with contextlib.suppress(Exception):
+                    target = read_committed(b.direct_client_config(), remote, timeout=60)
+                    if acked_values <= {v for rows in target.values() for _, v in rows}:
+                        caught_up_at = time.monotonic()
+                        break
+                time.sleep(5)
+            failover_check = check_failover(config, committed, producer.acked, target)
+            exit_code = run.stop()
+            counts = Counter(v for rows in target.values() for _, v in rows)
+            lost = sorted(acked_values - set(counts), key=int)
+            duplicates = sum(n - 1 for n in counts.values() if n > 1)
+            result.update(
+                {
+                    "faults": [attrs.asdict(f) for f in faults],
+                    "fault_counts": dict(Counter(f.kind for f in faults)),
+                    "produced": producer.sent,
+                    "acked": producer.acked_count,
+                    "producer_failed": producer.failed,
+                    "target_records": sum(counts.values()),
+                    "lost": len(lost),
+                    "lost_sample": [v.decode() for v in lost[:20]],
+                    "duplicates": duplicates,
+                    "catch_up_seconds": None
+                    if caught_up_at is None
+                    else round(caught_up_at - faults_done, 1),
+                    "group_commits": app.commits,
+                    "group_committed": committed,
+                    "failover": failover_check,
+                    "replicator_starts": run.starts,
+                    "replicator_unexpected_exits": run.unexpected_exits,
+                    "replicator_exit_code": exit_code,
+                }
+            )
+        finally:
+            run.kill()  # an exception (or KeyboardInterrupt) must not leave it running
+            producer.finish(1)
+
     problems = []
     if lost:
         problems.append(f"{len(lost)} acknowledged record(s) missing on B")

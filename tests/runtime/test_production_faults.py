@@ -223,6 +223,15 @@ def _kill_and_restart_leader(cluster: KafkaCluster, topic: str, r: Replicator, w
     assert _flow(r).state is not FlowState.FAILED, _flow(r)
 
 
+def _add_partitions(cluster: KafkaCluster, topic: str, total: int) -> None:
+    from confluent_kafka.cimpl import NewPartitions
+
+    admin = cluster.admin_client()  # kept until the futures resolve
+    futures = admin.create_partitions([NewPartitions(topic, total)], request_timeout=60)
+    for future in futures.values():
+        future.result(60)
+
+
 @pytest.mark.parametrize(("mode", "tasks"), [("alo", 1), ("eos", 2)])
 def test_leaders_killed_on_target_then_source(
     clusters: tuple[KafkaCluster, KafkaCluster], load_factory: Any, mode: str, tasks: int
@@ -238,6 +247,11 @@ def test_leaders_killed_on_target_then_source(
         wait_for("records copied", lambda: remote in t.topic_names() and _counts(t, remote))
         consumed = _consume_on_source(s, group, topic, 1000)
         _kill_and_restart_leader(t, remote, r, "target")
+        # the replicator's stored positions on the target: their leader moves too, then a
+        # rebalance (new source partitions) makes the copier read them again (librdkafka #4620:
+        # a long-lived client's ListOffsets kept the old leader epoch, FENCED_LEADER_EPOCH)
+        _kill_and_restart_leader(t, "mm2-offsets.S3.internal", r, "target positions")
+        _add_partitions(s, topic, 6)
         _kill_and_restart_leader(s, topic, r, "source")
         sent = load.stop()
         counts = _all_arrived(t, remote, sent)

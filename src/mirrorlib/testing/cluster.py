@@ -880,9 +880,9 @@ class KafkaCluster(BaseCluster):
     def direct_client_config(
         self, user: str | None = None, extra: Mapping[str, str] | None = None
     ) -> dict[str, str]:
-        """Like :meth:`client_config`, but past the proxy: on multi-node and proxied clusters
-        the brokers' inter-broker listener (no TLS; SASL with ``acl``), which a cut or a
-        delay of :attr:`link` does not touch. For test set-up and checks during faults."""
+        """Like :meth:`BaseCluster.client_config`, but past the proxy: on multi-node and proxied
+        clusters the brokers' inter-broker listener (no TLS; SASL with ``acl``), which a cut or
+        a delay of :attr:`link` does not touch. For test set-up and checks during faults."""
         conf = self.client_config(user)
         if self._internal:
             conf["bootstrap.servers"] = self.direct_bootstrap_servers

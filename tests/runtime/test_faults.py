@@ -221,25 +221,3 @@ def test_one_broken_flow_does_not_stop_the_others(private_kafka_clusters) -> Non
             lambda: len(read_all(c, f"A.{topic}")) == 2,
             timeout=120,
         )
-
-
-def test_source_topic_deleted_and_recreated_is_reported(two_clusters: ClusterSet) -> None:
-    a, _b = two_clusters
-    topic = "recreate.t"
-    a.create_topic(topic, 1)
-    produce(a, topic, [{"value": str(i).encode()} for i in range(100)])
-    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "recreate\\..*"})
-    with Replicator(cfg) as r:
-        wait_for("100 replicated", lambda: replicated(r, "recreate") >= 100)
-    admin = a.admin_client()
-    admin.delete_topics([topic])[topic].result(30)
-    wait_for("topic gone", lambda: topic not in a.topic_names())
-    a.create_topic(topic, 1)
-    produce(a, topic, [{"value": b"new"} for _ in range(10)])
-    with Replicator(cfg) as r:
-        status = wait_for(
-            "flow failed",
-            lambda: next((s for s in r.status() if s.state is FlowState.FAILED), None),
-        )
-    message = " ".join(status.errors)
-    assert "deleted and recreated" in message and f"{topic}-0" in message, message

@@ -477,8 +477,9 @@ def test_an_old_cluster_that_does_not_answer_at_all_fails_over_with_the_checkpoi
              "DOWN.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": b.bootstrap_servers}  # fmt: skip
     path = tmp_path / "mm2.properties"
     path.write_text(javaproperties.dumps(props), encoding="utf-8")
+    # 10 s: the checkpoints topic was created a moment ago, and its leader must be found in time
     code = main(["failover", str(path), "--group", group, "--from", "DOWN", "--to", "B",
-                 "--timeout", "3"])  # fmt: skip
+                 "--timeout", "10"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == EXIT_OK, out + err
     assert "DOWN is unreachable" in out and "committed on B" in out

@@ -23,11 +23,12 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from mirrorlib.core import batches
 from mirrorlib.core.acks import PARKING_BACKOFF
@@ -37,7 +38,7 @@ from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState, StatsRegistry
-from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState, slot_reports
+from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, slot_reports
 from mirrorlib.errors import (
     ConfigError,
     KafkaRequestError,
@@ -52,7 +53,7 @@ from mirrorlib.kafka.ranges import (
     position_producer,
     store_positions,
 )
-from mirrorlib.runtime.worker_status import WorkerReporter, partition_loads
+from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot, partition_loads
 from mirrorlib.spark.planner import BatchPlanner, PlanLog
 
 if TYPE_CHECKING:
@@ -619,20 +620,11 @@ class DriverReporter(WorkerReporter):
 
 
 def driver_slot(stats: StatsRegistry) -> tuple[SlotInfo, ...]:
-    """The driver as slot 0 of this process, with the flow's ``positions`` error."""
-    state = {
-        FlowState.FAILED: WorkerState.FAILED,
-        FlowState.STARTING: WorkerState.STARTING,
-        FlowState.STOPPED: WorkerState.STOPPED,
-    }.get(stats.state, WorkerState.RUNNING)
+    """The driver as slot 0 of this process (as the embedded copier's
+    :func:`~mirrorlib.runtime.worker_status.copier_slot`), with the flow's ``positions`` error."""
     prefix = f"{POSITIONS_ERROR}: "
     error = next((e for e in stats.errors() if e.startswith(prefix)), None)
-    return (
-        SlotInfo(
-            slot=0, pid=os.getpid(), state=state, partitions=frozenset(stats.partitions()),
-            last_error=error,
-        ),
-    )  # fmt: skip
+    return tuple(attrs.evolve(slot, last_error=error) for slot in copier_slot(stats))
 
 
 class StreamingQuery:

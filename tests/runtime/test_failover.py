@@ -323,7 +323,7 @@ def test_a_group_whose_state_the_reachable_old_cluster_does_not_tell_is_refused(
     from mirrorlib.cli import EXIT_OK, EXIT_REFUSED, main
     from mirrorlib.kafka.groups import GroupAdmin
     from mirrorlib.testing.pytest_plugin import ACL_TEST_USERS
-    from tests.runtime.conftest import FAST, commit_group, produce
+    from tests.runtime.conftest import FAST, commit_group
 
     (src,) = kafka_clusters(["ACL"], acl=True, users=ACL_TEST_USERS)
     b = two_clusters[1]
@@ -333,13 +333,7 @@ def test_a_group_whose_state_the_reachable_old_cluster_does_not_tell_is_refused(
     commit_group(src, group, topic, {0: 5})  # as the admin user: the group exists, is empty
     remote = f"ACL.{topic}"
     b.create_topic(remote, 1)
-    if "ACL.checkpoints.internal" not in b.topic_names():
-        try:
-            b.create_topic("ACL.checkpoints.internal", 1, config={"cleanup.policy": "compact"})
-        except Exception:  # created meanwhile by another test of the session
-            pass
-    cp = Checkpoint(group, remote, 0, 5, 5)
-    produce(b, "ACL.checkpoints.internal", [{"key": cp.encode_key(), "value": cp.encode_value()}])
+    write_checkpoint(b, "ACL", Checkpoint(group, remote, 0, 5, 5))
 
     props = {"clusters": "ACL, B", "ACL->B.enabled": "true", **FAST}
     for k, v in src.java_client_config(user="alice").items():  # alice: no ACL on the group
@@ -460,19 +454,13 @@ def test_an_old_cluster_that_does_not_answer_at_all_fails_over_with_the_checkpoi
     from mirrorlib import Checkpoint
     from mirrorlib.cli import EXIT_OK, main
     from mirrorlib.kafka.groups import GroupAdmin
-    from tests.runtime.conftest import FAST, produce
+    from tests.runtime.conftest import FAST
 
     b = two_clusters[1]
     tag = uuid.uuid4().hex[:8]
     group, remote = f"fo-down-{tag}", f"DOWN.fodown.{tag}"
     b.create_topic(remote, 1)
-    if "DOWN.checkpoints.internal" not in b.topic_names():
-        try:
-            b.create_topic("DOWN.checkpoints.internal", 1, config={"cleanup.policy": "compact"})
-        except Exception:  # created meanwhile by another test of the session
-            pass
-    cp = Checkpoint(group, remote, 0, 7, 7)
-    produce(b, "DOWN.checkpoints.internal", [{"key": cp.encode_key(), "value": cp.encode_value()}])
+    write_checkpoint(b, "DOWN", Checkpoint(group, remote, 0, 7, 7))
     props = {"clusters": "DOWN, B", "DOWN->B.enabled": "true", **FAST,
              "DOWN.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": b.bootstrap_servers}  # fmt: skip
     path = tmp_path / "mm2.properties"
@@ -510,3 +498,17 @@ def test_a_group_active_on_the_old_cluster_stays_active_when_its_offsets_are_unr
     notes: list[str] = []
     state, offsets, why = runtime_failover._source_group(cfg, cfg.flow("A", "B"), "g", 30, notes)
     assert (state, offsets, why, notes) == ("active", None, None, [])
+
+
+def write_checkpoint(cluster: Any, source_alias: str, checkpoint: Any) -> None:
+    """Write ``checkpoint`` to ``<source_alias>.checkpoints.internal`` on ``cluster`` (created
+    compacted if missing; another test of the session may create it meanwhile)."""
+    from tests.runtime.conftest import produce
+
+    topic = f"{source_alias}.checkpoints.internal"
+    if topic not in cluster.topic_names():
+        try:
+            cluster.create_topic(topic, 1, config={"cleanup.policy": "compact"})
+        except Exception:  # created meanwhile by another test of the session
+            pass
+    produce(cluster, topic, [{"key": checkpoint.encode_key(), "value": checkpoint.encode_value()}])

@@ -87,6 +87,25 @@ def test_a_caught_up_partition_that_gets_records_is_not_stalled_at_once() -> Non
     assert "with 4 record(s) waiting" in (stats.snapshot().partitions[0].stalled or "")
 
 
+def test_a_copier_loop_blocked_past_the_stall_timeout_stalls_a_caught_up_flow() -> None:
+    # a transaction commit waiting for an unreachable target: the partitions' end offsets are
+    # not refreshed, so they look caught up (lag 0) however many records reach the source
+    stats = running(stall_after=30.0)
+    p = stats.partition("t", 0, "A.t")
+    p.position, p.end_offset = 5, 5
+    now = time.monotonic()
+    stats.loop_at = now - 10
+    assert stats.loop_stall(now) is None and stats.snapshot().state is FlowState.RUNNING
+    stats.loop_at = now - 31
+    assert "copier: blocked for 31s" in (stats.loop_stall(now) or "")
+    status = stats.snapshot()
+    assert status.state is FlowState.STALLED and "copier: blocked for" in (status.stalled or "")
+    stats.loop_at = time.monotonic()  # it came round
+    assert stats.snapshot().state is FlowState.RUNNING
+    stats.loop_at = None  # no copier loops here (stopped, or waiting to retry)
+    assert stats.loop_stall() is None
+
+
 def test_idempotence_errors_stall_the_flow_until_progress() -> None:
     stats = running()
     p = stats.partition("t", 0, "A.t")

@@ -666,6 +666,9 @@ class StatsRegistry:
         self.checkpoint_commit_age = _Window()
         self.checkpoint_sync_age = _Window()
         self.workers: tuple[WorkerStatus, ...] = ()  # set by the worker supervisor
+        #: when (monotonic) the copier's loop last came round, or last began opening its
+        #: clients; ``None``: no copier loops in this process (see :meth:`loop_stall`)
+        self.loop_at: float | None = None
 
     def partition(self, topic: str, partition: int, remote_topic: str) -> PartitionStats:
         key = (topic, partition)
@@ -716,6 +719,23 @@ class StatsRegistry:
     def errors(self) -> tuple[str, ...]:
         with self._lock:
             return tuple(f"{k}: {v}" for k, v in sorted(self._errors.items()))
+
+    def loop_stall(self, now: float | None = None) -> str | None:
+        """Why the flow is stalled if its copier's loop has not come round for longer than
+        :attr:`stall_after`: it is blocked in a client call (a transaction commit or a producer
+        initialisation waiting for an unreachable target, say). Its partitions' end offsets are
+        not refreshed meanwhile, so their lag would show the last values seen — 0 for a flow
+        that was caught up — however many records arrive at the source."""
+        at = self.loop_at
+        if at is None:
+            return None
+        idle = (time.monotonic() if now is None else now) - at
+        if idle <= self.stall_after:
+            return None
+        return (
+            f"copier: blocked for {idle:.0f}s in a call to the clients (the lag shown is the "
+            f"last one seen)"
+        )
 
     def _client_stalls(self, progress: float) -> list[str]:
         """Reported client problems not followed by ``progress`` (older ones are forgotten)."""
@@ -781,6 +801,9 @@ class StatsRegistry:
             f"{topic}-{partition}: {error}" for topic, partition, error in sorted(failing)
         )
         reasons = self._client_stalls(progress)
+        blocked = self.loop_stall()
+        if blocked is not None:
+            reasons.append(blocked)
         if first is not None:
             more = f" (and {stuck - 1} more partition(s))" if stuck > 1 else ""
             reasons.append(f"{first.topic}-{first.partition}: {first.stalled}{more}")

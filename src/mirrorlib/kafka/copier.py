@@ -314,12 +314,14 @@ class Copier:
         try:
             self._run(stop)
         finally:
+            self.stats.loop_at = None
             self.positions.close()
 
     def _run(self, stop: threading.Event) -> None:
         backoff = Backoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
         while not stop.is_set() and self.failed is None:
             try:
+                self.stats.loop_at = time.monotonic()  # (opening may block: see loop_stall)
                 self._open()
                 self.stats.set_error("copier", None)
                 backoff.reset()
@@ -363,6 +365,7 @@ class Copier:
                     )
                     log.exception("flow %s: copier failed, retrying in %.0fs", self.s.name, delay)
                 self._close(graceful=False)
+                self.stats.loop_at = None  # waiting to retry (the error says so), not blocked
                 backoff.wait(stop)
 
     def _member_fenced(self, err: KafkaError) -> None:
@@ -443,6 +446,7 @@ class Copier:
         committer = self.committer
         assignment, parking = self._assignment, self._parking
         while not stop.is_set():
+            self.stats.loop_at = time.monotonic()  # came round (StatsRegistry.loop_stall)
             assignment.sync_subscription()
             if assignment.direct is not None:
                 assignment.sync_assignment()

@@ -1,4 +1,4 @@
-"""Spark test helpers: a ``local[2]`` session per test module (one Spark at a time), and a
+"""Spark test helpers: one ``local[2]`` session for the test session, and a
 Spark standalone cluster (master and two workers as separate processes)."""
 
 from __future__ import annotations
@@ -53,8 +53,11 @@ def spark_env() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    """One local Spark session for every test that uses it (a session takes 10-40 s to start;
+    tests stop the jobs they start). Tests that need another master run their driver in a
+    process of their own (``standalone``, test_restart, test_prepare)."""
     require_spark()
     spark_env()
     from pyspark.sql import SparkSession

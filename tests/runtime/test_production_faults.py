@@ -201,26 +201,36 @@ def _drain(t: KafkaCluster, group: str, topic: str, idle: float = 5.0) -> set[by
     return got
 
 
-def _kill_and_restart_leader(cluster: KafkaCluster, topic: str, r: Replicator, what: str) -> None:
-    """kill -9 the leader of ``topic``-0, wait for a new one while records flow, restart the
-    node and wait until it is back in every ISR."""
-    node = cluster.leader(topic, 0)
-    before = sum(p.record_count for p in _flow(r).partitions)
-    node.kill()
-    wait_for(
-        f"a new leader of {topic}-0 on {cluster.alias}",
-        lambda: cluster.leader(topic, 0) is not node,
-        timeout=60,
-    )
+def _kill_and_restart_leaders(
+    leaders: list[tuple[KafkaCluster, str]], r: Replicator, what: str
+) -> None:
+    """kill -9 the leader of partition 0 of each (cluster, topic) at once, wait for new ones
+    while records flow, restart the nodes and wait until they are back in every ISR."""
+    nodes = [(cluster, topic, cluster.leader(topic, 0)) for cluster, topic in leaders]
+    before = _copied(r)
+    for _, _, node in nodes:
+        node.kill()
+    for cluster, topic, node in nodes:
+        wait_for(
+            f"a new leader of {topic}-0 on {cluster.alias}",
+            lambda c=cluster, t=topic, n=node: c.leader(t, 0) is not n,
+            timeout=60,
+        )
     # records go on flowing with a node down (acks=all, min ISR 2)
-    wait_for(
-        f"records copied with node {node.node_id} of {cluster.alias} down ({what})",
-        lambda: sum(p.record_count for p in _flow(r).partitions) > before + 500,
-        timeout=120,
-    )
-    node.start()
-    cluster.wait_in_sync(topic, timeout=120)
+    _wait_copying(r, before, f"with the old leaders down ({what})")
+    for _, _, node in nodes:
+        node.start()
+    for cluster, topic, _ in nodes:
+        cluster.wait_in_sync(topic, timeout=120)
     assert _flow(r).state is not FlowState.FAILED, _flow(r)
+
+
+def _copied(r: Replicator) -> int:
+    return sum(p.record_count for p in _flow(r).partitions)
+
+
+def _wait_copying(r: Replicator, before: int, what: str) -> None:
+    wait_for(f"records copied {what}", lambda: _copied(r) > before + 500, timeout=120)
 
 
 def _add_partitions(cluster: KafkaCluster, topic: str, total: int) -> None:
@@ -233,7 +243,7 @@ def _add_partitions(cluster: KafkaCluster, topic: str, total: int) -> None:
 
 
 @pytest.mark.parametrize(("mode", "tasks"), [("alo", 1), ("eos", 2)])
-def test_leaders_killed_on_target_then_source(
+def test_leaders_killed_on_target_and_source(
     clusters: tuple[KafkaCluster, KafkaCluster], load_factory: Any, mode: str, tasks: int
 ) -> None:
     s, t = clusters
@@ -246,13 +256,21 @@ def test_leaders_killed_on_target_then_source(
     with Replicator(cfg) as r:
         wait_for("records copied", lambda: remote in t.topic_names() and _counts(t, remote))
         consumed = _consume_on_source(s, group, topic, 1000)
-        _kill_and_restart_leader(t, remote, r, "target")
+        if eos:
+            # one side after the other: both at once fenced an exactly-once worker in one run
+            # (INVALID_PRODUCER_EPOCH from the target's new leader; the worker restarted)
+            _kill_and_restart_leaders([(t, remote)], r, "target")
+            _kill_and_restart_leaders([(s, topic)], r, "source")
+        else:
+            # the leaders of the copied partition on the target and on the source, at once
+            _kill_and_restart_leaders([(t, remote), (s, topic)], r, "target and source")
         # the replicator's stored positions on the target: their leader moves too, then a
         # rebalance (new source partitions) makes the copier read them again (librdkafka #4620:
         # a long-lived client's ListOffsets kept the old leader epoch, FENCED_LEADER_EPOCH)
-        _kill_and_restart_leader(t, "mm2-offsets.S3.internal", r, "target positions")
+        _kill_and_restart_leaders([(t, "mm2-offsets.S3.internal")], r, "target positions")
+        before = _copied(r)
         _add_partitions(s, topic, 6)
-        _kill_and_restart_leader(s, topic, r, "source")
+        _wait_copying(r, before, "after the rebalance that read the positions again")
         sent = load.stop()
         counts = _all_arrived(t, remote, sent)
         flow = _flow(r)
@@ -290,11 +308,22 @@ def test_exactly_once_through_a_cut_link(
         cut.link.cut()
         try:
             started = time.monotonic()
-            stalled = wait_for(
-                f"the stall in the status while the link to the {side} is cut",
-                lambda: (f := _flow(r)).state in (FlowState.STALLED, FlowState.DEGRADED) and f,
-                timeout=STALL_AFTER_S + 25,
-            )
+            seen: list[FlowStatus] = []
+
+            def stall_shown() -> FlowStatus | None:
+                seen.append(_flow(r))
+                print(f"{time.monotonic() - started:5.1f}s {seen[-1]}")
+                return seen[-1] if seen[-1].state in (FlowState.STALLED, FlowState.DEGRADED) else None
+
+            try:
+                stalled = wait_for(
+                    f"the stall in the status while the link to the {side} is cut",
+                    stall_shown,
+                    timeout=STALL_AFTER_S + 25,
+                    interval=2.0,
+                )
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the last status: {seen[-1] if seen else None}") from None
             print(f"status after {time.monotonic() - started:.0f}s of the cut: {stalled}")
             time.sleep(max(0.0, CUT_S - (time.monotonic() - started)))
             during = _flow(r)

@@ -27,10 +27,10 @@ def test_skips_counts_records_not_offsets() -> None:
 
 @pytest.mark.integration
 def test_a_short_soak_loses_nothing_and_copies_nothing_twice(tmp_path: Path) -> None:
-    """Two minutes of random faults (every kind, three-node clusters, exactly-once): every
+    """A minute and a half of random faults (every kind, three-node clusters, exactly-once): every
     acknowledged record on the target once, the replicator up, the group's failover exact."""
     options = SoakOptions(
-        minutes=2, mode="eos", nodes=3, seed=34, every=(8.0, 15.0), work_dir=tmp_path,
+        minutes=1.5, mode="eos", nodes=3, seed=34, every=(8.0, 15.0), work_dir=tmp_path,
         catch_up_timeout=240,
     )  # fmt: skip
     result = run_soak(options)

@@ -77,8 +77,8 @@ def spark() -> Iterator[Any]:
 
 
 def _stop_gateway() -> None:
-    """End the JVM of the stopped session too (PySpark keeps it until the interpreter exits),
-    so a later test module can run its own Spark without two JVMs alive."""
+    """End the JVM of the stopped session too (PySpark keeps it until the interpreter exits):
+    nothing of the tests' Spark outlives the test session."""
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import kio
-from mirrorlib.config import MirrorConfig
+from mirrorlib import MirrorConfig
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.kafka.ranges import copy_ranges

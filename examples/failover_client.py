@@ -23,7 +23,8 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from mirrorlib import MirrorConfig
-from mirrorlib.runtime.failover import FailoverRefusedError, failover
+from mirrorlib.errors import FailoverRefusedError
+from mirrorlib.runtime.failover import failover
 
 
 def resume_on(

@@ -1,5 +1,5 @@
 """The package's shape: the public API pinned to the contract, the layers (core, kafka edge,
-runtime, entry points) kept apart, one exception tree, the old import paths kept, py.typed."""
+runtime, entry points) kept apart, one exception tree, no re-export modules, py.typed."""
 
 from __future__ import annotations
 
@@ -115,8 +115,7 @@ def test_pure_core_imports_neither_confluent_kafka_nor_pyspark(module: str) -> N
 SRC = Path(mirrorlib.__file__).parent
 
 # What each layer may import from mirrorlib (besides itself); "" is the package root (the public
-# API). The compatibility modules and the package root re-export from every layer and are not a
-# layer.
+# API). The package root re-exports from every layer and is not a layer.
 MAY_IMPORT = {
     "core": {"errors"},
     "kafka": {"errors", "core"},
@@ -173,7 +172,7 @@ def _sources() -> list[tuple[str, ast.Module]]:
 def _layer(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) < 2 or parts[1] not in MAY_IMPORT:
-        return None  # the package root, __main__ and the compatibility modules
+        return None  # the package root and __main__
     return parts[1]
 
 
@@ -285,40 +284,36 @@ def test_the_tree_is_drawn_whole_in_errors_and_in_the_docs() -> None:
     assert _tree(page) == set(errors.__all__)
 
 
-# -- the old import paths -------------------------------------------------------------------------
+# -- the top of the package ----------------------------------------------------------------------
 
-COMPATIBILITY = {
-    "mirrorlib.audit": "mirrorlib.core.audit",
-    "mirrorlib.client": "mirrorlib.kafka.client",
-    "mirrorlib.config": "mirrorlib.core.config",
-    "mirrorlib.config.keys": "mirrorlib.core.config.keys",
-    "mirrorlib.connect_offsets": "mirrorlib.core.connect_offsets",
-    "mirrorlib.failover": "mirrorlib.runtime.failover",
-    "mirrorlib.operations": "mirrorlib.runtime.operations",
-    "mirrorlib.policy": "mirrorlib.core.policy",
-    "mirrorlib.prometheus": "mirrorlib.runtime.prometheus",
-    "mirrorlib.records": "mirrorlib.core.records",
-    "mirrorlib.replicator": "mirrorlib.runtime.replicator",
-    "mirrorlib.syncs": "mirrorlib.core.syncs",
-    "mirrorlib.translate": "mirrorlib.core.translate",
+# Pinned: the package root, the program, the typing marker and the layers. No module at the top
+# only re-exports another one (the re-export modules of earlier layouts are gone: each name has one
+# path; docs/api.md says which paths are public).
+TOP = {
+    "__init__.py",
+    "__main__.py",
+    "py.typed",
+    "errors.py",
+    "cli",
+    "core",
+    "kafka",
+    "runtime",
+    "spark",
+    "testing",
 }
 
 
-@pytest.mark.parametrize(("old", "canonical"), sorted(COMPATIBILITY.items()))
-def test_old_import_path_re_exports_the_canonical_module(old: str, canonical: str) -> None:
-    compat = importlib.import_module(old)
-    module = importlib.import_module(canonical)
-    names = list(module.__all__)
-    assert names
-    for name in names:
-        assert getattr(compat, name) is getattr(module, name), f"{old}.{name}"
-    doc = (compat.__doc__ or "").strip()
-    assert "\n" not in doc and canonical in doc
-
-
-def test_every_top_level_module_is_a_layer_or_a_compatibility_path() -> None:
+def test_the_top_of_the_package_holds_only_the_layers() -> None:
+    assert {p.name for p in SRC.iterdir() if p.name != "__pycache__"} == TOP
     top = {m.name for m in pkgutil.iter_modules(mirrorlib.__path__, "mirrorlib.")}
-    layers = {f"mirrorlib.{layer}" for layer in MAY_IMPORT}
-    assert top - layers - {"mirrorlib.__main__"} == {
-        name for name in COMPATIBILITY if name.count(".") == 1
-    }
+    assert top == {f"mirrorlib.{layer}" for layer in MAY_IMPORT} | {"mirrorlib.__main__"}
+
+
+def test_no_module_only_re_exports_another() -> None:
+    """A module whose whole body (past its docstring) is ``from X import *`` is an alias path."""
+    aliases = []
+    for module, tree in _sources():
+        body = [s for s in tree.body if not isinstance(s, ast.Expr)]  # past the docstring
+        if body and all(isinstance(s, ast.ImportFrom) and s.names[0].name == "*" for s in body):
+            aliases.append(module)
+    assert aliases == []

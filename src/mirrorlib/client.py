@@ -1,3 +1,0 @@
-"""Old import path, kept: the implementation lives in :mod:`mirrorlib.kafka.client`."""
-
-from mirrorlib.kafka.client import *  # noqa: F403

@@ -31,11 +31,7 @@ MirrorError
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from mirrorlib.core.failover import FailoverPlan
-    from mirrorlib.core.status import FlowStatus
+from typing import Any, Protocol
 
 __all__ = [
     "AuthorizationError",
@@ -58,6 +54,34 @@ __all__ = [
     "UnsupportedVersionError",
     "WorkerProtocolError",
 ]
+
+
+# What two exceptions carry, named by shape: this module is the bottom of the package (every layer
+# imports it) and imports nothing from it, so it does not name the classes in core.
+
+
+class _FlowOutcome(Protocol):
+    """A failed flow's status: a :class:`~mirrorlib.core.status.FlowStatus`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def errors(self) -> tuple[str, ...]: ...
+
+
+class _RefusedPlan(Protocol):
+    """A refused failover's plan: a :class:`~mirrorlib.core.failover.FailoverPlan`."""
+
+    @property
+    def refused(self) -> str | None: ...
+    @property
+    def partitions(self) -> tuple[Any, ...]: ...
+    @property
+    def skipped_total(self) -> int: ...
+    def describe(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def to_json(self) -> str: ...
+    def blocks(self) -> list[Any]: ...
 
 
 class MirrorError(Exception):
@@ -114,7 +138,7 @@ class FlowFailedError(MirrorError, RuntimeError):
     <mirrorlib.Replicator.raise_for_failure>`; ``statuses`` holds the failed flows' status, whose
     ``errors`` say why."""
 
-    def __init__(self, message: str, statuses: tuple[FlowStatus, ...]) -> None:
+    def __init__(self, message: str, statuses: tuple[_FlowOutcome, ...]) -> None:
         super().__init__(message)
         self.statuses = statuses
 
@@ -123,7 +147,7 @@ class FailoverRefusedError(MirrorError):
     """The failover was refused (the group is still active somewhere, would skip records, or
     has nothing to move); ``plan`` tells why."""
 
-    def __init__(self, message: str, plan: FailoverPlan) -> None:
+    def __init__(self, message: str, plan: _RefusedPlan) -> None:
         super().__init__(message)
         self.plan = plan
 

@@ -2,16 +2,17 @@
 logic, step by step.
 
 From parsed properties to the model: variables resolved, the cluster aliases checked, every
-pair's :class:`~mirrorlib.core.config.mirror.FlowConfig` resolved with MM2's precedence
+pair's :class:`~mirrorlib.core.config.flow.FlowConfig` resolved with MM2's precedence
 (:mod:`mirrorlib.core.config.precedence`) and parsed to Python types, its policy and filters
 loaded, unsupported settings rejected, and every key that is not used as written reported as a
-:class:`~mirrorlib.core.config.mirror.ConfigWarning`.
+:class:`ConfigWarning`. :func:`build` returns the model's fields; ``MirrorConfig``'s constructors
+call it (the model imports the builder, not the other way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal, NamedTuple
 
 import attrs
 
@@ -33,6 +34,7 @@ from mirrorlib.core.config.filters import (
     TopicFilter,
     load_filter,
 )
+from mirrorlib.core.config.flow import FlowConfig
 from mirrorlib.core.config.keys import (
     KEYS,
     WORKER_TOP_LEVEL_PREFIXES,
@@ -47,7 +49,6 @@ from mirrorlib.core.config.keys import (
     mask,
     parse_value,
 )
-from mirrorlib.core.config.mirror import ConfigWarning, FlowConfig, MirrorConfig, WarningKind
 from mirrorlib.core.config.precedence import (
     MIRRORLIB,
     WORKER_KEYS,
@@ -62,7 +63,33 @@ from mirrorlib.core.config.properties import ParsedProperties, resolve_variables
 from mirrorlib.core.policy import ReplicationPolicy, load_policy
 from mirrorlib.errors import ConfigError
 
-__all__ = ["build"]
+__all__ = ["BuiltConfig", "ConfigWarning", "WarningKind", "build"]
+
+WarningKind = Literal[
+    "unknown", "not-applicable", "deprecated", "dropped", "ignored", "suspicious", "downgraded"
+]
+
+
+@attrs.frozen
+class ConfigWarning:
+    """Something in the configuration that mirrorlib accepted but does not use as written.
+
+    ``kind``: ``unknown`` (not an MM2 key), ``not-applicable`` (an MM2/Connect setting with no
+    role in mirrorlib), ``deprecated`` (an old name, honoured), ``dropped`` (a client setting
+    librdkafka does not need), ``ignored`` (an MM2 key in a place where MM2 ignores it too),
+    ``suspicious`` (a value that looks like it carries an inline comment), ``downgraded`` (a
+    guarantee asked for that the flow will not give: ``exactly.once.support=requested`` without
+    the target's ``exactly.once.source.support=enabled`` runs at-least-once).
+    """
+
+    key: str
+    message: str
+    kind: WarningKind
+    alias: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
 
 _CLIENT_PREFIXES: Final = ("producer.", "consumer.", "admin.")
 _FLOW_KEYS: Final = tuple(spec for spec in KEYS.values() if spec.scope is Scope.FLOW)
@@ -86,13 +113,25 @@ _JAVA_PROPERTY_FILTERS: Final = (
 _FORWARDING_ADMIN: Final = "org.apache.kafka.clients.admin.ForwardingAdmin"
 
 
-def build(parsed: ParsedProperties) -> MirrorConfig:
-    """The :class:`MirrorConfig` of ``parsed`` (raises :class:`ConfigError` when invalid)."""
+class BuiltConfig(NamedTuple):
+    """What :func:`build` makes of parsed properties: the fields of a
+    :class:`~mirrorlib.core.config.mirror.MirrorConfig`, in its order
+    (``MirrorConfig.from_parsed`` is ``MirrorConfig(*build(parsed))``)."""
+
+    clusters: tuple[str, ...]
+    warnings: tuple[ConfigWarning, ...]
+    values: dict[str, Setting]
+    flows: dict[tuple[str, str], FlowConfig]
+    pairs: tuple[tuple[str, str], ...]
+
+
+def build(parsed: ParsedProperties) -> BuiltConfig:
+    """The configuration of ``parsed``, validated (raises :class:`ConfigError` when invalid)."""
     return _Builder(parsed).build()
 
 
 class _Builder:
-    """Builds a :class:`MirrorConfig`: MM2's ``MirrorMakerConfig`` logic, step by step."""
+    """Builds a configuration: MM2's ``MirrorMakerConfig`` logic, step by step."""
 
     def __init__(self, parsed: ParsedProperties) -> None:
         self.parsed = parsed
@@ -138,7 +177,7 @@ class _Builder:
                 )
         return aliases
 
-    def build(self) -> MirrorConfig:
+    def build(self) -> BuiltConfig:
         clusters = self.clusters()
         self.validate_top_level()
         self.classify(clusters)
@@ -164,7 +203,7 @@ class _Builder:
             self.check_clients(flows[(source, target)])
         unique = {(w.key, w.message): w for w in reversed(self.warnings)}
         warnings = tuple(reversed(unique.values()))
-        return MirrorConfig(clusters, warnings, dict(self.values), flows, tuple(pairs))
+        return BuiltConfig(clusters, warnings, dict(self.values), flows, tuple(pairs))
 
     def validate_top_level(self) -> None:
         for key in ("security.protocol",):

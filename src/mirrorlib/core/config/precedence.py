@@ -1,9 +1,9 @@
 """MM2's precedence rules: which written key sets a cluster's, a client's or a flow's setting.
 
 Pure functions over the variable-resolved settings (``key -> Setting``, the origin being the key as
-written), shared by the model (:mod:`mirrorlib.core.config.mirror`) and the builder
-(:mod:`mirrorlib.core.config.build`). Each follows one method of MM2 4.3.1's
-``MirrorMakerConfig`` / ``MirrorConnectorConfig``:
+written), shared by the model (:mod:`mirrorlib.core.config.mirror`,
+:mod:`mirrorlib.core.config.flow`) and the builder (:mod:`mirrorlib.core.config.build`). Each
+follows one method of MM2 4.3.1's ``MirrorMakerConfig`` / ``MirrorConnectorConfig``:
 
 * :func:`owner` / :func:`flow_of` — which cluster (``A.key``) or flow (``A->B.key``) a key
   belongs to (the longest alias wins);

@@ -23,7 +23,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.kafka.ranges import SourceView
 
 if TYPE_CHECKING:
-    from mirrorlib.spark.plane import CheckpointFiles
+    from mirrorlib.spark.checkpoint import CheckpointFiles
 
 __all__ = ["BatchPlanner", "PlanLog"]
 

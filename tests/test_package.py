@@ -1,11 +1,14 @@
 """The package's shape: the public API pinned to the contract, the layers (core, kafka edge,
-runtime, entry points) kept apart, one exception tree, no re-export modules, py.typed."""
+runtime, entry points) kept apart, no import circle, one exception tree, no re-export modules,
+py.typed."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import importlib
 import inspect
+import itertools
 import pkgutil
 import re
 import subprocess
@@ -211,6 +214,71 @@ def test_the_layer_check_sees_imports_in_functions_and_skips_type_checking_block
 def test_the_command_line_imports_the_demo_not_the_other_way() -> None:
     demo = dict(_sources())["mirrorlib.cli.demo"]
     assert not [m for m, _, _ in _imports(demo) if m == "mirrorlib.cli"]
+
+
+# -- no import circle ---------------------------------------------------------------------------
+
+
+def _graph(sources: list[tuple[str, ast.Module]]) -> dict[str, set[str]]:
+    """Which modules of ``sources`` each one imports: ``import a.b``, ``from a import b`` (the
+    submodule ``a.b`` when there is one, else ``a``), wherever the import stands."""
+    known = {module for module, _ in sources}
+
+    def resolve(name: str) -> str:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for module, tree in sources:
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {resolve(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {resolve(f"{node.module}.{alias.name}") for alias in node.names}
+        graph[module] = found - {"", module}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (``[a, b, c, a]``: ``a`` imports ``b``, ..., ``c`` imports
+    ``a``), or ``[]``."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(reversed(exc.args[1]))  # graphlib lists it from importee to importer
+    return []
+
+
+def test_no_import_circle() -> None:
+    """No circle among mirrorlib's modules: none imports a module that, directly or through
+    others, imports it.
+
+    Every import counts: at module level, under ``if TYPE_CHECKING:`` (a circle mypy and the
+    reader still follow) and inside functions (a lazy import hides a circle, it does not remove
+    it). A dependency runs one way: move the code both sides need below both.
+    """
+    assert _cycle(_graph(_sources())) == []
+
+
+def test_the_circle_check_sees_type_checking_and_function_imports() -> None:
+    sources = [
+        ("mirrorlib.a", ast.parse("from mirrorlib import b\n")),
+        ("mirrorlib.b", ast.parse("if TYPE_CHECKING:\n    from mirrorlib.c import C\n")),
+        ("mirrorlib.c", ast.parse("def f():\n    import mirrorlib.a.x\n")),
+        ("mirrorlib.d", ast.parse("import mirrorlib.a\n")),
+    ]
+    graph = _graph(sources)
+    assert graph == {
+        "mirrorlib.a": {"mirrorlib.b"},
+        "mirrorlib.b": {"mirrorlib.c"},
+        "mirrorlib.c": {"mirrorlib.a"},
+        "mirrorlib.d": {"mirrorlib.a"},
+    }
+    cycle = _cycle(graph)
+    assert len(cycle) == 4 and cycle[0] == cycle[-1]
+    assert all(b in graph[a] for a, b in itertools.pairwise(cycle))
 
 
 # -- one exception tree -------------------------------------------------------------------------

@@ -61,7 +61,7 @@ __all__ = [
 
 
 class _FlowOutcome(Protocol):
-    """A failed flow's status: a :class:`~mirrorlib.core.status.FlowStatus`."""
+    """A failed flow's status: a ``FlowStatus``, as ``Replicator.status()`` returns."""
 
     @property
     def name(self) -> str: ...
@@ -70,7 +70,7 @@ class _FlowOutcome(Protocol):
 
 
 class _RefusedPlan(Protocol):
-    """A refused failover's plan: a :class:`~mirrorlib.core.failover.FailoverPlan`."""
+    """A refused failover's plan: a ``FailoverPlan``, as ``failover()`` returns."""
 
     @property
     def refused(self) -> str | None: ...

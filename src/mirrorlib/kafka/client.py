@@ -41,9 +41,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorlib.core.policy import ReplicationPolicy, load_policy
 from mirrorlib.core.records import Checkpoint, Heartbeat, OffsetAndMetadata, TopicPartition
-from mirrorlib.errors import ClusterError, CodecError, ConfigError
+from mirrorlib.errors import ClusterError, ConfigError
 from mirrorlib.kafka.tls import check_tls_files, failure_reason
-from mirrorlib.kafka.topiclog import Record, TopicLog
+from mirrorlib.kafka.topiclog import Record, SkippedRecords, TopicLog, decoded
 
 __all__ = ["MirrorClient", "translate_offsets"]
 
@@ -65,8 +65,6 @@ ADMIN_PREFIX: Final = "admin."
 CONSUMER_PREFIX: Final = "consumer."
 PRODUCER_PREFIX: Final = "producer."
 _CLIENT_PREFIXES: Final = (ADMIN_PREFIX, CONSUMER_PREFIX, PRODUCER_PREFIX)
-#: At most this many corrupt checkpoint records are logged one by one per read.
-_MAX_CORRUPT_WARNINGS: Final = 5
 
 GroupOffsets = dict[TopicPartition, OffsetAndMetadata]
 
@@ -377,27 +375,14 @@ class MirrorClient:
         self, remote_cluster_alias: str, keep: Callable[[Checkpoint], None], timeout: float
     ) -> None:
         topic = self._policy.checkpoints_topic(remote_cluster_alias)
-        corrupt = 0
+        skipped = SkippedRecords("a checkpoint", self._where())
 
         def handle(msg: Record) -> None:
-            nonlocal corrupt
-            try:
-                checkpoint = Checkpoint.decode(msg.key(), msg.value())
-            except CodecError as exc:
-                corrupt += 1
-                if corrupt <= _MAX_CORRUPT_WARNINGS:
-                    log.warning(
-                        "%s: skipping a record of %s-%d at offset %d that is not a checkpoint: %s",
-                        self._where(), topic, msg.partition(), msg.offset(), exc,
-                    )  # fmt: skip
-                return
-            keep(checkpoint)
+            for checkpoint in decoded((msg,), Checkpoint.decode, skipped):
+                keep(checkpoint)
 
         count = self._read(topic, handle, timeout, partitions=[0])
-        if corrupt:
-            log.warning(
-                "%s: skipped %d corrupt record(s) of %d in %s", self._where(), corrupt, count, topic
-            )
+        skipped.summary(topic, count)
         log.debug("%s: read %d checkpoint record(s) from %s", self._where(), count, topic)
 
     def heartbeats(self, timeout: float | None = None) -> dict[tuple[str, str], Heartbeat]:
@@ -411,29 +396,17 @@ class MirrorClient:
         deadline = time.monotonic() + wait
         latest: dict[tuple[str, str], Heartbeat] = {}
         for topic in sorted(self.heartbeat_topics(wait)):
-            corrupt = 0
+            skipped = SkippedRecords("a heartbeat", self._where())
 
-            def handle(msg: Record, topic: str = topic) -> None:
-                nonlocal corrupt
-                try:
-                    beat = Heartbeat.decode(msg.key(), msg.value())
-                except CodecError as exc:
-                    corrupt += 1
-                    if corrupt <= _MAX_CORRUPT_WARNINGS:
-                        log.warning(
-                            "%s: skipping a record of %s-%d at offset %d that is not a "
-                            "heartbeat: %s",
-                            self._where(), topic, msg.partition(), msg.offset(), exc,
-                        )  # fmt: skip
-                    return
-                key = (beat.source_cluster_alias, beat.target_cluster_alias)
-                old = latest.get(key)
-                if old is None or beat.timestamp >= old.timestamp:
-                    latest[key] = beat
+            def handle(msg: Record, skipped: SkippedRecords = skipped) -> None:
+                for beat in decoded((msg,), Heartbeat.decode, skipped):
+                    key = (beat.source_cluster_alias, beat.target_cluster_alias)
+                    old = latest.get(key)
+                    if old is None or beat.timestamp >= old.timestamp:
+                        latest[key] = beat
 
             self._read(topic, handle, max(deadline - time.monotonic(), 0.001), partitions=None)
-            if corrupt:
-                log.warning("%s: skipped %d corrupt record(s) in %s", self._where(), corrupt, topic)
+            skipped.summary(topic)
         return latest
 
 

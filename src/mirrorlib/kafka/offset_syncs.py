@@ -1,4 +1,7 @@
-"""Writing offset syncs: the emitter's due syncs, as MM2's bytes plus the lineage header.
+"""Offset syncs on the wire: written (:class:`OffsetSyncWriter`) and read
+(:class:`OffsetSyncReader`, :func:`read_offset_syncs`) here, and nowhere else.
+
+Writing: the emitter's due syncs, as MM2's bytes plus the lineage header.
 
 Used by the embedded copier and by the Spark executors alike, so both engines write syncs the
 same way: to partition 0 of the offset-syncs topic with an idempotent producer of their own
@@ -7,21 +10,30 @@ same way: to partition 0 of the offset-syncs topic with an idempotent producer o
 or written is reported to the emitter (:meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.mark_failed`)
 a second later (:class:`~mirrorlib.core.syncs.FailedSyncs`), so readers never bridge the hole it
 leaves and the partition's newest sync is sent again.
+
+Reading: every reader of the offset-syncs topic -- the checkpoint task following it, failover
+reading it once -- decodes its records the same way (:class:`~mirrorlib.core.syncs.
+SyncRecordDecoder`, lineage included) into an :class:`~mirrorlib.core.translate.OffsetTranslator`,
+and skips a record that does not decode the same way (:class:`~mirrorlib.kafka.topiclog.
+SkippedRecords`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from mirrorlib.core.syncs import EmittedSync, FailedSyncs, OffsetSyncEmitter
+from mirrorlib.core.syncs import EmittedSync, FailedSyncs, OffsetSyncEmitter, SyncRecordDecoder
+from mirrorlib.core.translate import OffsetTranslator
+from mirrorlib.errors import CodecError
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.topiclog import Record, SkippedRecords, TopicLog
 
-__all__ = ["OffsetSyncWriter", "new_sync_producer"]
+__all__ = ["OffsetSyncReader", "OffsetSyncWriter", "new_sync_producer", "read_offset_syncs"]
 
 log = logging.getLogger(__name__)
 
@@ -120,3 +132,71 @@ class OffsetSyncWriter:
             self._not_written(emitted, failed)
 
         return done
+
+
+class OffsetSyncReader:
+    """Takes offset-sync records into :attr:`translator`, in topic order.
+
+    Records that do not decode are skipped (:attr:`skipped`). Per upstream partition it keeps
+    the record timestamp (the writer's produce time, ms) of the newest sync read
+    (:attr:`sync_ms`) and whether the partition got syncs since :meth:`take_touched` was last
+    called (a checkpoint task translates those partitions' groups again).
+    """
+
+    def __init__(self, translator: OffsetTranslator, *, where: str) -> None:
+        self.translator = translator
+        self.skipped = SkippedRecords("an offset sync", where)
+        #: Record timestamp (ms) of the newest offset sync read, per upstream partition.
+        self.sync_ms: dict[tuple[str, int], int] = {}
+        self._decoder = SyncRecordDecoder()
+        self._touched: set[tuple[str, int]] = set()
+
+    def take(self, records: Iterable[Record]) -> int:
+        """Take in offset-sync records (``confluent_kafka.Message``-like: ``key()``,
+        ``value()``, ``headers()``, ``timestamp()``); returns how many were syncs."""
+        decode = self._decoder.decode
+        add = self.translator.add_offsets
+        sync_ms, touched = self.sync_ms, self._touched
+        count = 0
+        for msg in records:
+            try:
+                topic, partition, up, down, writer, seq = decode(
+                    msg.key(), msg.value(), msg.headers()
+                )
+            except CodecError as exc:
+                self.skipped.skip(msg, exc)
+                continue
+            add(topic, partition, up, down, writer, seq)
+            key = (topic, partition)
+            touched.add(key)
+            ts = msg.timestamp()[1]
+            if ts > 0:  # the writer's produce time (-1: not available)
+                sync_ms[key] = ts
+            count += 1
+        return count
+
+    def take_touched(self) -> set[tuple[str, int]]:
+        """The upstream partitions that got syncs since the previous call."""
+        touched, self._touched = self._touched, set()
+        return touched
+
+
+def read_offset_syncs(
+    consumer_config: Mapping[str, str],
+    topic: str,
+    *,
+    alias: str,
+    timeout: float = 30.0,
+) -> OffsetTranslator:
+    """An :class:`~mirrorlib.core.translate.OffsetTranslator` fed with every offset sync of
+    ``topic`` on cluster ``alias`` (partition 0, as MM2 writes them); raises
+    :class:`~mirrorlib.errors.ClusterError` when the topic cannot be read."""
+    reader = OffsetSyncReader(OffsetTranslator(), where=f"cluster {alias}")
+
+    def handle(msg: Record) -> None:
+        reader.take((msg,))
+
+    with TopicLog(consumer_config, topic, alias=alias, partitions=[0]) as syncs_log:
+        syncs_log.read_to_end(handle, timeout=timeout)
+    reader.skipped.summary(topic)
+    return reader.translator

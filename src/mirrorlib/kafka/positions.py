@@ -18,8 +18,7 @@ from typing import Any
 
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.incarnations import Incarnation
-from mirrorlib.errors import CodecError
-from mirrorlib.kafka.topiclog import TopicLog
+from mirrorlib.kafka.topiclog import SkippedRecords, TopicLog, decoded
 
 __all__ = ["OPEN_TRANSACTION_WAIT", "PositionStore"]
 
@@ -58,22 +57,18 @@ class PositionStore:
         self._stored_at: dict[tuple[str, int], int] = {}  # record timestamps (ms)
         self._ids: dict[tuple[str, int], Incarnation] = {}  # the topic ids stored with each
         self._bound: dict[str, Incarnation] = {}  # the topic ids written with new positions
-        self.corrupt_records = 0
+        self._skipped = SkippedRecords("a source position", f"cluster {target_alias}")
+
+    @property
+    def corrupt_records(self) -> int:
+        """Records of the offsets topic skipped because they do not decode."""
+        return self._skipped.count
 
     def _handle(self, msg: Any) -> None:
-        try:
-            pos = SourcePosition.decode(msg.key(), msg.value())
-        except CodecError as exc:
-            self.corrupt_records += 1
-            log.warning(
-                "skipping corrupt record %s-%d@%d on cluster %s: %s",
-                self.topic,
-                msg.partition(),
-                msg.offset(),
-                self.target_alias,
-                exc,
-            )
-            return
+        for pos in decoded((msg,), SourcePosition.decode, self._skipped):
+            self._take(pos, msg.timestamp()[1])
+
+    def _take(self, pos: SourcePosition | None, stored_at: int) -> None:
         if pos is None or pos.cluster != self.source_alias:
             return
         key = (pos.topic, pos.partition)
@@ -83,7 +78,7 @@ class PositionStore:
             self._ids.pop(key, None)
         else:
             self._positions[key] = pos.offset
-            self._stored_at[key] = msg.timestamp()[1]
+            self._stored_at[key] = stored_at
             self._ids[key] = Incarnation(pos.topic_id, pos.remote_topic_id)
 
     def refresh(self, timeout: float = 60.0) -> None:

@@ -5,28 +5,90 @@ MM2 keeps its state in topics: offset syncs, checkpoints, heartbeats and Connect
 consumer, reads from the beginning and can then be polled again to follow new records. "Caught
 up" means the consumer's position has reached the end offsets that were listed at the time of the
 call, so a reader never waits for records that do not exist.
+
+A record of such a topic that does not decode (someone else wrote to it, or it was damaged) is
+skipped by every reader the same way (:class:`SkippedRecords`, :func:`decoded`): counted, the
+first :data:`MAX_CORRUPT_WARNINGS` of a reader logged one by one, a bounded read's count logged
+at its end. It never stops the reader, and never hides: a skipped record is always in the log.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-from mirrorlib.errors import ClusterError, TopicReadTimeoutError
+from mirrorlib.errors import ClusterError, CodecError, TopicReadTimeoutError
 from mirrorlib.kafka import client_conf
 from mirrorlib.kafka.admin import FreshAdmin, list_offsets
 
-__all__ = ["Record", "TopicLog"]
+__all__ = ["MAX_CORRUPT_WARNINGS", "Record", "SkippedRecords", "TopicLog", "decoded"]
 
 Record = Any  # a confluent_kafka.Message without error
 
 log = logging.getLogger(__name__)
+
+#: At most this many records that do not decode are logged one by one per reader.
+MAX_CORRUPT_WARNINGS: Final = 5
+
+_T = TypeVar("_T")
+
+
+class SkippedRecords:
+    """The one policy for records of an internal topic that do not decode, per reader: each is
+    skipped and counted (:attr:`count`); the first :data:`MAX_CORRUPT_WARNINGS` are logged one
+    by one with where they are and why, then one line says the rest are only counted; a bounded
+    read logs the total at its end (:meth:`summary`). ``what``: what a record should be ("a
+    checkpoint"); ``where``: who reads ("flow A->B", "cluster B")."""
+
+    __slots__ = ("count", "what", "where")
+
+    def __init__(self, what: str, where: str) -> None:
+        self.what = what
+        self.where = where
+        self.count = 0
+
+    def skip(self, msg: Record, exc: Exception) -> None:
+        """Skip ``msg``, which failed to decode with ``exc``."""
+        self.count += 1
+        if self.count <= MAX_CORRUPT_WARNINGS:
+            log.warning(
+                "%s: skipping a record of %s-%d at offset %d that is not %s: %s",
+                self.where, msg.topic(), msg.partition(), msg.offset(), self.what, exc,
+            )  # fmt: skip
+            if self.count == MAX_CORRUPT_WARNINGS:
+                log.warning(
+                    "%s: %d records that are not %s so far; further ones are skipped and "
+                    "counted without a line each", self.where, self.count, self.what,
+                )  # fmt: skip
+
+    def summary(self, topic: str, read: int | None = None) -> None:
+        """Log how many records of ``topic`` were skipped (of ``read`` read), if any."""
+        if not self.count:
+            return
+        of = "" if read is None else f" of {read}"
+        log.warning("%s: skipped %d corrupt record(s)%s in %s", self.where, self.count, of, topic)
+
+
+def decoded(
+    msgs: Iterable[Record],
+    decode: Callable[[bytes | None, bytes | None], _T],
+    skipped: SkippedRecords,
+) -> Iterator[_T]:
+    """``decode(key, value)`` of each record of ``msgs``; those that raise
+    :class:`~mirrorlib.errors.CodecError` are skipped (:meth:`SkippedRecords.skip`)."""
+    for msg in msgs:
+        try:
+            value = decode(msg.key(), msg.value())
+        except CodecError as exc:
+            skipped.skip(msg, exc)
+            continue
+        yield value
 
 #: Seconds after which a read to the end that is still going says in the log what it waits for.
 _TELL_AFTER = 5.0

@@ -71,12 +71,11 @@ from mirrorlib.core.failover import (
     retry_group_request,
     reverse_translate,
 )
-from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
+from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import (
     ClusterError,
-    CodecError,
     ConfigError,
     FailoverRefusedError,
     MirrorError,
@@ -107,28 +106,13 @@ def read_offset_syncs(
 ) -> OffsetTranslator:
     """An :class:`OffsetTranslator` fed with every offset sync of ``flow`` (raises
     :class:`ClusterError` when the offset-syncs topic cannot be read)."""
-    from mirrorlib.core.syncs import lineage_from_headers
-    from mirrorlib.kafka.topiclog import TopicLog
+    from mirrorlib.kafka.offset_syncs import read_offset_syncs as read
 
-    translator = OffsetTranslator()
     alias = flow.offset_syncs_cluster
-    reader = TopicLog(
+    return read(
         config.client_config(alias, "consumer"), flow.offset_syncs_topic, alias=alias,
-        partitions=[0],
+        timeout=timeout,
     )  # fmt: skip
-
-    def handle(msg: Any) -> None:
-        try:
-            sync = OffsetSync.decode(msg.key(), msg.value())
-        except CodecError:
-            return
-        translator.add(sync, lineage_from_headers(msg.headers()))
-
-    try:
-        reader.read_to_end(handle, timeout=timeout)
-    finally:
-        reader.close()
-    return translator
 
 
 def _group_state(config: MirrorConfig, alias: str, group: str, timeout: float) -> Any:

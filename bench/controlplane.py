@@ -57,9 +57,9 @@ from typing import Any
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.kafka.admin import ClusterAdmin
 from mirrorlib.runtime.checkpoints import CheckpointTask

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorlib.core.acks import DeliveryReport, InFlight, PartitionProgress
-from mirrorlib.core.status import PartitionStats
+from mirrorlib.core.counters import PartitionStats
 
 
 class Report:

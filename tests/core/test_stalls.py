@@ -11,6 +11,12 @@ from mirrorlib.core.stalls import (
     StallWatch,
     StuckProducer,
     WatchdogClock,
+    stall_reason,
+)
+
+PID_LINE = (
+    "[thrd:main]: Failed to acquire idempotence PID from broker localhost:9092/1: "
+    "Coordinator load in progress: retrying"
 )
 
 
@@ -143,3 +149,10 @@ def test_a_silence_gauge_keeps_the_longest_gap_of_its_window() -> None:
 def test_a_silence_gauge_needs_a_positive_window() -> None:
     with pytest.raises(ValueError, match="positive"):
         SilenceGauge(window=0)
+
+
+def test_stall_reason_recognises_producer_id_and_coordinator_problems() -> None:
+    assert stall_reason(PID_LINE) == PID_LINE
+    assert stall_reason("COORDINATOR_NOT_AVAILABLE") is not None
+    assert stall_reason("Fatal idempotent producer error: x") is not None
+    assert stall_reason("localhost:9092/1: Connect to ipv4#127.0.0.1:9092 failed") is None

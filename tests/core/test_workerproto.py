@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.records import OffsetSync
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import EmittedSync, SyncLineage
 from mirrorlib.core.workerproto import (
     DEFAULT_SESSION_TIMEOUT_S,

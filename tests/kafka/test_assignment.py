@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
-from mirrorlib.core.status import StatsRegistry
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.kafka.assignment import Assignment
 from mirrorlib.kafka.parts import CopierContext

@@ -11,8 +11,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorlib import MirrorConfig
 from mirrorlib.core.acks import Acknowledged, InFlight, PartitionProgress
+from mirrorlib.core.counters import PartitionStats
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.transactions import CAUGHT_UP_MIN_AGE_S, COMMIT_SHARE
 from mirrorlib.kafka.commit import (

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirrorlib import MirrorConfig
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.kafka.commit import PositionCommitter
 from mirrorlib.kafka.parking import Parking, fatal_error, producer_died

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, OffsetSync, TopicPartition
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.core.syncs import SyncLineage
 from mirrorlib.runtime.checkpoints import CheckpointTask
 

@@ -6,9 +6,9 @@ import pytest
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.plans import comparison_turn
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.kafka.admin import ClusterAdmin
 from mirrorlib.runtime import metadata
 from mirrorlib.runtime.metadata import CONFIGS_FULL_EVERY, MetadataTask

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from mirrorlib.core.status import Family, FlowState, FlowStatus, StatsRegistry, WorkerStatus
+from mirrorlib.core.counters import StatsRegistry
+from mirrorlib.core.metrics import Family
+from mirrorlib.core.status import FlowState, FlowStatus, WorkerStatus
 from mirrorlib.runtime.prometheus import (
     Exposition,
     ReplicatorCollector,
@@ -256,11 +258,11 @@ def test_incremental_scrapes_of_random_stats_write_what_prometheus_client_writes
     import random
     import time
 
-    from mirrorlib.core import status
+    from mirrorlib.core import counters
 
     rng = random.Random(seed)
     wall = [1_700_000_000.0]
-    monkeypatch.setattr(status.time, "time", lambda: wall[0])  # lag in seconds: one clock
+    monkeypatch.setattr(counters.time, "time", lambda: wall[0])  # lag in seconds: one clock
     stats = StatsRegistry("A", "B", stall_after=rng.choice([0.0, 30.0]))
     stats.state = FlowState.RUNNING
     flows = CountedFlows(stats)

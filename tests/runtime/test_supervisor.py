@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.runtime import workers
 from mirrorlib.runtime.workers import Supervisor

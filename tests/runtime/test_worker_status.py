@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState
 from mirrorlib.kafka.worker_reports import WorkerReportWriter, read_worker_reports
 from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot

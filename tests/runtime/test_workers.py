@@ -19,9 +19,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib import Checkpoint, Replicator
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.records import OffsetSync
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowStatus, StatsRegistry
+from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import CodecError
 from mirrorlib.runtime.workers import DOWN_GRACE_S, Supervisor
 from mirrorlib.testing import BaseCluster, ClusterSet

@@ -13,8 +13,9 @@ import pytest
 
 import mirrorlib.spark.plane as plane
 from mirrorlib.core.batches import TP, Plan, Range
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.errors import KafkaRequestError, TopicAuthorizationError
 from mirrorlib.kafka.ranges import CopyResult, PartitionResult

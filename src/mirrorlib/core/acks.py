@@ -35,9 +35,9 @@ from typing import Protocol
 
 import attrs
 
+from mirrorlib.core.counters import PartitionStats
 from mirrorlib.core.records import TopicPartition
 from mirrorlib.core.retry import Backoff
-from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import OffsetSyncEmitter
 
 __all__ = [

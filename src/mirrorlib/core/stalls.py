@@ -6,6 +6,11 @@ A stalled flow (records waiting and nothing moving, or a target producer that ca
 one when the stall begins, a reminder every ``repeat`` seconds while it lasts, one when the flow
 moves again. Pure: the caller samples and logs (``mirrorlib.runtime.flow``).
 
+A target producer cannot write while it has no producer id (idempotence) or its coordinator is
+loading or gone; it says so only in librdkafka's error and log lines: :func:`stall_reason` tells
+those lines from the others (the flow's counters, :mod:`mirrorlib.core.counters`, hold the flow
+stalled on them until a partition makes progress).
+
 A producer that cannot write *may never recover by itself*: librdkafka retries acquiring an
 idempotent producer id forever (a retriable error is never given up on) and, its connections
 being sparse, from the same broker each time: a broker that keeps failing that request keeps the
@@ -32,13 +37,34 @@ __all__ = [
     "StallWatch",
     "StuckProducer",
     "WatchdogClock",
+    "stall_reason",
 ]
 
 #: Seconds a producer may go on reporting that it cannot write (no producer id, coordinator
-#: loading or gone: :func:`~mirrorlib.core.status.stall_reason`) with records waiting for it and
-#: none acknowledged, before it is recreated. Longer than a coordinator's usual load on a freshly
-#: started cluster (~30 s): a producer that would recover by itself is left alone.
+#: loading or gone: :func:`stall_reason`) with records waiting for it and none acknowledged,
+#: before it is recreated. Longer than a coordinator's usual load on a freshly started cluster
+#: (~30 s): a producer that would recover by itself is left alone.
 STUCK_PRODUCER_S = 60.0
+
+
+# librdkafka messages (lower case) meaning the producer cannot write at all for now
+_STALL_MARKERS = (
+    "failed to acquire",  # "Failed to acquire idempotence PID from broker ...: retrying"
+    "coordinator load in progress",
+    "coordinator_load_in_progress",
+    "coordinator not available",
+    "coordinator_not_available",
+    "not coordinator",
+    "not_coordinator",
+    "idempotent producer",  # "Fatal idempotent producer error ..."
+)
+
+
+def stall_reason(message: str) -> str | None:
+    """``message`` (a librdkafka error or log line) if it says the producer cannot write: it
+    cannot get a producer id (idempotence) or its coordinator is loading or gone."""
+    text = message.lower()
+    return message if any(m in text for m in _STALL_MARKERS) else None
 
 
 @attrs.frozen
@@ -87,8 +113,8 @@ class StallWatch:
 
 class StuckProducer:
     """Whether a producer is stuck: it reported a problem that keeps it from writing (see
-    :func:`~mirrorlib.core.status.stall_reason`) and, for ``after`` seconds since, records were
-    waiting for it and none was acknowledged. The caller's clock; one thread."""
+    :func:`stall_reason`) and, for ``after`` seconds since, records were waiting for it and none
+    was acknowledged. The caller's clock; one thread."""
 
     def __init__(self, after: float = STUCK_PRODUCER_S) -> None:
         if after <= 0:

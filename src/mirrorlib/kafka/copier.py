@@ -105,11 +105,12 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.config.clients import replication_isolation
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.pacing import batch_length, size_check_above
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import StuckProducer
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf, client_log

@@ -16,8 +16,8 @@ from confluent_kafka import KafkaError
 
 from mirrorlib.core.acks import InFlight, PartitionProgress
 from mirrorlib.core.catalog import RemoteTopic
+from mirrorlib.core.counters import PartitionStats, StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.kafka.commit import Committer
 

@@ -5,7 +5,7 @@ copies its records: the internal topics, the metadata sync (remote topics, parti
 ACLs: :class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group offset sync
 (:class:`~mirrorlib.runtime.checkpoints.CheckpointTask`), heartbeats
 (:class:`~mirrorlib.runtime.heartbeats.HeartbeatTask`), the flow's status
-(:class:`~mirrorlib.core.status.StatsRegistry`) and their threads.
+(:class:`~mirrorlib.core.counters.StatsRegistry`) and their threads.
 
 What copies the records is the runner's :class:`DataPlane`: the embedded engine's
 :class:`CopierPlane` (a :class:`~mirrorlib.kafka.copier.Copier` thread) or, with
@@ -32,10 +32,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import StallWatch
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.errors import ConfigError, MirrorError
 from mirrorlib.kafka.copier import Copier
 from mirrorlib.kafka.positions import PositionStore

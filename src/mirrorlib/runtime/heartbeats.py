@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Any
 
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.records import Heartbeat
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.kafka import new_producer
 
 __all__ = ["HeartbeatTask"]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.plans import (
     TopicConfigEntry,
     TopicSnapshot,
@@ -38,7 +39,6 @@ from mirrorlib.core.replication_factor import (
 )
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
 from mirrorlib.errors import ClusterError, KafkaRequestError
 from mirrorlib.kafka.admin import ClusterAdmin
 from mirrorlib.kafka.worker_reports import TOPIC_CONFIGS as WORKER_STATUS_TOPIC_CONFIGS

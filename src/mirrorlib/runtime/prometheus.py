@@ -6,14 +6,14 @@
 
 The metrics follow Prometheus' conventions: counts are counters named ``…_total``, durations are
 in seconds, latency and record age are histograms, rates cover the last 30-60 s. Each is
-described by :data:`mirrorlib.core.status.METRICS` (name, type, HELP text, labels and the MM2
+described by :data:`mirrorlib.core.metrics.METRICS` (name, type, HELP text, labels and the MM2
 metric it maps to; the table is in ``docs/replicator.md``), prefixed ``mirrorlib_``. Per flow
 there are also ``mirrorlib_flow_up`` (1 while a flow is starting, running, degraded or stalled;
 0 when failed or stopped) and ``mirrorlib_flow_errors``.
 
 Scrape cost: :class:`Exposition` (what :func:`start_http_server` serves) keeps the text of every
 sample between scrapes and writes again only the samples that changed, read through each flow's
-:class:`~mirrorlib.core.status.MetricsCursor`; :class:`ReplicatorCollector` (for a
+:class:`~mirrorlib.core.counters.MetricsCursor`; :class:`ReplicatorCollector` (for a
 prometheus-client registry) builds the families from the flows' counters in one pass over the
 partitions. Histograms are per remote topic, not per partition.
 """
@@ -29,16 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from mirrorlib.core.status import (
-    FamilyDelta,
-    FlowState,
-    HistogramValue,
-    MetricsCursor,
-    MetricSpec,
-    Sample,
-    SampleKey,
-    StatsRegistry,
-)
+from mirrorlib.core.counters import FamilyDelta, MetricsCursor, Sample, SampleKey, StatsRegistry
+from mirrorlib.core.metrics import HistogramValue, MetricSpec
+from mirrorlib.core.status import FlowState
 from mirrorlib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -252,7 +245,7 @@ class Exposition:
         """The text of one scrape (``now``: its :func:`time.monotonic` time, by default now).
 
         When the source has ``flow_stats()`` (a :class:`~mirrorlib.runtime.replicator.Replicator`
-        does), each flow is read with a :class:`~mirrorlib.core.status.MetricsCursor` and only
+        does), each flow is read with a :class:`~mirrorlib.core.counters.MetricsCursor` and only
         the samples that changed since the previous scrape are written again; otherwise
         everything is written from ``flow_metrics()``."""
         flow_stats = getattr(self.source, "flow_stats", None)

@@ -24,15 +24,10 @@ import threading
 from collections.abc import Sequence
 
 from mirrorlib.core.config import MirrorConfig
+from mirrorlib.core.counters import StatsRegistry
+from mirrorlib.core.metrics import Family, Metric
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import (
-    Family,
-    FlowState,
-    FlowStatus,
-    FlowSummary,
-    Metric,
-    StatsRegistry,
-)
+from mirrorlib.core.status import FlowState, FlowStatus, FlowSummary
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 from mirrorlib.runtime.signals import stop_on_signals
@@ -177,7 +172,7 @@ class Replicator:
 
     def flow_metrics(self) -> list[tuple[FlowSummary, list[Family]]]:
         """Per flow: its state and its metrics following Prometheus' conventions (see
-        :data:`mirrorlib.core.status.METRICS`), both from one pass over its partitions."""
+        :data:`mirrorlib.core.metrics.METRICS`), both from one pass over its partitions."""
         return [runner.stats.scrape() for runner in self._runners]
 
     def flow_stats(self) -> list[StatsRegistry]:

@@ -28,8 +28,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import (
     PartitionLoad,
     SlotInfo,

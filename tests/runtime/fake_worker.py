@@ -11,11 +11,11 @@ It answers every assignment, reports its partitions every 0.2 s (one record each
   sends ``n`` more reports (the last with ``n`` records per partition) from 0.3 s on, like frames
   still in the pipe when the worker's exit is seen;
 * ``FAKE_WORKER_FAIL=<path>``: the first process of slot 0 given partitions fails like data loss
-  (``Exit(failed=True)``, status :data:`~mirrorlib.runtime.worker.EXIT_FAILED`) and creates
+  (``Exit(failed=True)``, status :data:`~mirrorlib.core.workerproto.EXIT_FAILED`) and creates
   ``<path>``;
 * ``FAKE_WORKER_PARENT_SILENT=<path>``: the first process of slot 1 given partitions creates
   ``<path>`` and exits as a worker whose parent sent nothing for too long (status
-  :data:`~mirrorlib.runtime.worker.EXIT_PARENT_SILENT`);
+  :data:`~mirrorlib.core.workerproto.EXIT_PARENT_SILENT`);
 * ``FAKE_WORKER_STOP_DELAY=<s>``: on ``Stop``, the worker exits (cleanly) ``<s>`` seconds later,
   like a worker committing a large transaction; ``-1``: it never does (it must be killed);
 * ``FAKE_WORKER_LOG=<path>``: each holding of a partition (from the assignment that gives it to
@@ -31,6 +31,8 @@ import threading
 import time
 
 from mirrorlib.core.workerproto import (
+    EXIT_FAILED,
+    EXIT_PARENT_SILENT,
     Applied,
     Assign,
     Exit,
@@ -40,7 +42,6 @@ from mirrorlib.core.workerproto import (
     Stop,
 )
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_PARENT_SILENT
 
 Key = tuple[str, int]
 

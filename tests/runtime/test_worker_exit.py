@@ -7,9 +7,8 @@ import subprocess
 import sys
 import time
 
-from mirrorlib.core.workerproto import Exit, Start
+from mirrorlib.core.workerproto import EXIT_FENCED, Exit, Start
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FENCED
 from tests.runtime.conftest import offline_settings
 
 WORKER = [sys.executable, "-m", "mirrorlib.runtime.worker"]

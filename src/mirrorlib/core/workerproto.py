@@ -32,14 +32,17 @@ from typing import Any
 import attrs
 
 from mirrorlib.core.catalog import RemoteTopic
+from mirrorlib.core.counters import PartitionStats
 from mirrorlib.core.records import OffsetSync
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import PartitionStats
 from mirrorlib.core.syncs import EmittedSync, SyncLineage
 from mirrorlib.errors import WorkerProtocolError
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT_S",
+    "EXIT_FAILED",
+    "EXIT_FENCED",
+    "EXIT_PARENT_SILENT",
     "FRAME_HEADER_SIZE",
     "MAX_FRAME",
     "REPORT_INTERVAL_S",
@@ -62,6 +65,16 @@ __all__ = [
     "parent_silence_limit",
     "report_of",
 ]
+
+#: A worker's exit status when its producer was fenced (another process took its partitions):
+#: it writes nothing more.
+EXIT_FENCED = 3
+#: A worker's exit status when the flow fails (data loss with ``data.loss.action=fail``): its
+#: slot is not restarted.
+EXIT_FAILED = 4
+#: A worker's exit status when its parent sent nothing for longer than it waits
+#: (:func:`parent_silence_limit`): it left without committing.
+EXIT_PARENT_SILENT = 5
 
 Key = tuple[str, int]
 

@@ -27,6 +27,11 @@ committed offset did not change, and whose partition got no sync that could chan
 (:meth:`~mirrorlib.core.translate.OffsetTranslator.stamp`), is skipped: a cycle costs what changed,
 not the number of groups.
 
+Every decision -- which pairs to translate, which checkpoints to write, what group offset sync
+commits -- is made by :class:`~mirrorlib.core.checkpointing.CheckpointLedger` and
+:class:`~mirrorlib.core.checkpointing.GroupOffsetSync` in the pure core (where it is unit-tested);
+this module reads the topics and the groups, and writes what they decide.
+
 Without permission to read ``__consumer_offsets`` (or when reading it fails), the task falls back
 to MM2's way: every ``I``, the committed offsets of every listed group are read with OffsetFetch,
 one request per group (confluent-kafka cannot batch groups) but up to
@@ -39,7 +44,7 @@ on the next cycle, even for an idle group. With ``sync.group.offsets.enabled`` t
 written checkpoints are also committed to the group on B while it has no active members there,
 and never rewind it; only groups with new checkpoints since their last sync are looked at (all of
 them every tenth interval). A group is created on B only if it never existed there: one an
-operator deleted on B is left alone (:class:`~mirrorlib.core.checkpointing.TargetGroups`).
+operator deleted on B is left alone (:class:`~mirrorlib.core.checkpointing.GroupOffsetSync`).
 
 The state of a group gone from the source -- deleted, or its offsets expired (no longer in
 ``__consumer_offsets``, or no longer listed in OffsetFetch mode) -- or no longer passing the group
@@ -68,26 +73,27 @@ from mirrorlib.core.checkpointing import (
     PROMPT_GROUP_SPACING,
     PROMPT_PASS_SPACING,
     CheckpointFields,
+    CheckpointLedger,
+    CheckpointPass,
     CheckpointStore,
+    GroupOffsetSync,
     PromptSchedule,
     TargetGroupAction,
-    TargetGroups,
     groups_to_forget,
-    is_more_recent,
     next_emission,
     rename_topic,
 )
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.group_commits import CONSUMER_OFFSETS_TOPIC, CommitTable
 from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import StatsRegistry
-from mirrorlib.core.syncs import SyncRecordDecoder
 from mirrorlib.core.translate import OffsetTranslator
-from mirrorlib.errors import ClusterError, CodecError
+from mirrorlib.errors import ClusterError
 from mirrorlib.kafka import new_producer
-from mirrorlib.kafka.groups import GroupAdmin, GroupState
-from mirrorlib.kafka.topiclog import Record, TopicLog
+from mirrorlib.kafka.groups import GroupAdmin
+from mirrorlib.kafka.offset_syncs import OffsetSyncReader
+from mirrorlib.kafka.topiclog import Record, SkippedRecords, TopicLog, decoded
 
 __all__ = ["CheckpointTask", "CycleResult", "OffsetReader"]
 
@@ -97,17 +103,9 @@ log = logging.getLogger(__name__)
 _FOLLOW_WAIT: Final = 0.1
 #: Records taken from a consumer at a time; a full batch means "behind": read on, no wait.
 _SYNC_BATCH: Final = 10_000
-#: Every this many group-offset-sync intervals, every group is looked at, changed or not.
-_FULL_SYNC_EVERY: Final = 10
 
 #: A checkpoint's (upstream offset, downstream offset, metadata).
 _Fields = CheckpointFields
-#: What a cycle knows of an upstream partition: the translator's stamp, the downstream
-#: partition (None: not replicated), its key bytes, the newest sync's time, and the answers of
-#: the translator for the partition's offsets so far.
-_Part = tuple[
-    tuple[int, int] | None, TopicPartition | None, bytes, int | None, dict[int, int | None]
-]
 #: Entries per written checkpoint in :attr:`_Cycle._sent`: group, upstream and downstream
 #: partitions, fields, and what its metrics are computed from (commit time, newest sync time;
 #: see :meth:`_Cycle.done`).
@@ -138,8 +136,9 @@ class CycleResult:
 class CheckpointTask:
     """Emits checkpoints (and syncs group offsets) for one flow; run :meth:`run` in a thread.
 
-    The translator, the commit table and the per-pair memory survive a restart of the task's
-    loop (after an error), so a restart re-reads only what was written since.
+    The translator, the commit table and the :class:`~mirrorlib.core.checkpointing.
+    CheckpointLedger` (which decides what to write) survive a restart of the task's loop (after
+    an error), so a restart re-reads only what was written since.
     """
 
     def __init__(self, settings: FlowSettings, stats: StatsRegistry) -> None:
@@ -147,25 +146,19 @@ class CheckpointTask:
         self.stats = stats
         self.translator = OffsetTranslator()
         self.commits = CommitTable(settings.should_replicate_group)
-        self.store = CheckpointStore()  # acknowledged checkpoints only
-        # Per group: checkpoints written and not yet acknowledged, per downstream partition.
-        self._in_flight: dict[str, dict[TopicPartition, _Fields]] = {}
-        # Per upstream partition: its downstream partition and key bytes, built once, so every
-        # cycle looks the store and in-flight tables up with the very key objects they hold
-        # (a dict compares identical keys without calling TopicPartition.__eq__).
-        self._downstream: dict[TopicPartition, tuple[TopicPartition, bytes]] = {}
+        self.ledger = CheckpointLedger(
+            self.translator,
+            rename=self._rename,
+            should_checkpoint_topic=settings.should_replicate_topic,
+        )
         self.groups: list[str] = []
-        self.corrupt_records = 0
         self.initialized = threading.Event()
-        self._decoder = SyncRecordDecoder()
-        # Record timestamp (ms) of the newest offset sync read, per upstream partition.
-        self._sync_ms: dict[tuple[str, int], int] = {}
-        # Partitions with new syncs since the last fixed-rate cycle.
-        self._synced_partitions: set[tuple[str, int]] = set()
-        # Per group, per upstream partition translated: (offset, generation, newest up) of then.
-        self._memo: dict[str, dict[TopicPartition, tuple[int, int, int]]] = {}
-        # Groups with a committed offset on each upstream partition (to re-translate on syncs).
-        self._groups_of: dict[tuple[str, int], set[str]] = {}
+        where = f"flow {settings.name}"
+        # The offset syncs read, into the translator; it also tells which partitions got new
+        # syncs since the last fixed-rate cycle, and the newest sync's time per partition.
+        self.syncs = OffsetSyncReader(self.translator, where=where)
+        self._skipped_commits = SkippedRecords("a group commit", where)
+        self._skipped_checkpoints = SkippedRecords("a checkpoint", where)
         # Per group, OffsetFetch mode: wall time (ms) of the previous read and its offsets.
         self._previous_read: dict[str, tuple[int, dict[TopicPartition, OffsetAndMetadata]]] = {}
         # Groups with commits waiting for a prompt pass, and when each may have one.
@@ -176,19 +169,22 @@ class CheckpointTask:
         )
         # Groups whose checkpoint write failed: translated again by the next fixed-rate cycle.
         self._retry: set[str] = set()
-        # Group offset sync: downstream offsets last written or found per group on the target,
-        # and which groups existed there (to never re-create one an operator deleted).
-        self._target_synced: dict[str, dict[TopicPartition, int]] = {}
-        self._on_target = TargetGroups()
+        # Group offset sync: what it wrote or found per group on the target, and which groups
+        # existed there (to never re-create one an operator deleted).
+        self.group_sync = GroupOffsetSync()
         # OffsetFetch mode: whether the source's groups were listed (self.groups is known).
         self._groups_listed = False
-        self._sync_rounds = 0
         self.following_commits = False
         # Next offset to read per partition of the offset-syncs topic and __consumer_offsets.
         self._syncs_next: dict[int, int] = {}
         self._commits_next: dict[int, int] = {}
         self._pass_wanted = threading.Event()
         self._pass_done = threading.Event()
+
+    @property
+    def store(self) -> CheckpointStore:
+        """The acknowledged checkpoints (the ledger's store)."""
+        return self.ledger.store
 
     def final_pass(self, timeout: float) -> bool:
         """Run every task of the loop now, once: refresh the groups, emit their checkpoints
@@ -205,71 +201,36 @@ class CheckpointTask:
 
     # -- intake ----------------------------------------------------------------------------------
 
+    @property
+    def corrupt_records(self) -> int:
+        """Records of the three topics read that were skipped because they do not decode."""
+        return (
+            self.syncs.skipped.count + self._skipped_commits.count + self._skipped_checkpoints.count
+        )
+
     def take_syncs(self, records: Iterable[Record]) -> int:
         """Take in offset-sync records (``confluent_kafka.Message``-like: ``key()``, ``value()``,
         ``headers()``, ``timestamp()``) in topic order; returns how many. Corrupt ones are
-        counted and skipped."""
-        decode = self._decoder.decode
-        add = self.translator.add_offsets
-        sync_ms, synced = self._sync_ms, self._synced_partitions
-        count = 0
-        for msg in records:
-            try:
-                topic, partition, up, down, writer, seq = decode(
-                    msg.key(), msg.value(), msg.headers()
-                )
-            except CodecError as exc:
-                self._corrupt("offset sync", msg, exc)
-                continue
-            add(topic, partition, up, down, writer, seq)
-            key = (topic, partition)
-            synced.add(key)
-            ts = msg.timestamp()[1]
-            if ts > 0:  # the writer's produce time (-1: not available)
-                sync_ms[key] = ts
-            count += 1
-        return count
+        counted and skipped (:class:`~mirrorlib.kafka.offset_syncs.OffsetSyncReader`)."""
+        return self.syncs.take(records)
 
     def take_commits(self, records: Iterable[Record]) -> int:
         """Take in ``__consumer_offsets`` records (``key()``, ``value()``) in partition order;
         returns how many changed a replicated group's offsets."""
-        changed = 0
-        for msg in records:
-            try:
-                changed += self.commits.add_record(msg.key(), msg.value())
-            except CodecError as exc:
-                self._corrupt("group commit", msg, exc)
-        return changed
+        return sum(decoded(records, self.commits.add_record, self._skipped_commits))
 
     def take_checkpoints(self, records: Iterable[Record]) -> int:
         """Take in checkpoint records (``key()``, ``value()``) of the checkpoints topic, as
         the start-up read does (the checkpoints this task emitted before); returns how many
         were kept (the replicated groups'). Corrupt ones are counted and skipped."""
-        decode, add = Checkpoint.decode, self.store.add
+        add = self.ledger.store.add
         should_replicate = self.s.should_replicate_group
         kept = 0
-        for msg in records:
-            try:
-                cp = decode(msg.key(), msg.value())
-            except CodecError as exc:
-                self._corrupt("checkpoint", msg, exc)
-                continue
+        for cp in decoded(records, Checkpoint.decode, self._skipped_checkpoints):
             if should_replicate(cp.group):
                 add(cp)
                 kept += 1
         return kept
-
-    def _corrupt(self, what: str, msg: Any, exc: Exception) -> None:
-        self.corrupt_records += 1
-        log.warning(
-            "flow %s: skipping corrupt %s at %s-%s@%s: %s",
-            self.s.name,
-            what,
-            msg.topic(),
-            msg.partition(),
-            msg.offset(),
-            exc,
-        )
 
     def _on_checkpoint(self, msg: Any) -> None:
         self.take_checkpoints((msg,))
@@ -325,7 +286,11 @@ class CheckpointTask:
         producer = new_producer(
             s.target_producer, acks="all", **{"enable.idempotence": True, "linger.ms": 0}
         )
-        self._in_flight.clear()
+        # The previous loop's producer is gone: its unreported checkpoints are written again
+        # (in OffsetFetch mode every group is read and translated again anyway).
+        dropped = self.ledger.drop_in_flight()
+        if self.following_commits:
+            self._retry |= dropped
         if not self.initialized.is_set():  # a restarted loop keeps what it knew
             with TopicLog(
                 s.target_consumer, s.checkpoints_topic, alias=s.target, partitions=[0]
@@ -516,7 +481,7 @@ class CheckpointTask:
             return CycleResult(0, 0, 0, 0, fetched)
         if catch_up is not None:
             catch_up()
-        cycle = _Cycle(self, producer, read_ms)
+        cycle = _Cycle(self, self.ledger.begin(self.syncs.sync_ms), producer, read_ms)
         self._write_groups(cycle, todo, committed_after, retry=source is None)
         pairs, translated, produced = cycle.pairs, cycle.translated, cycle.produced
         if produced:
@@ -545,33 +510,23 @@ class CheckpointTask:
                 self._retry.update(groups[groups.index(cycle.current) :])
             raise
 
-    def _watch(self, tp: TopicPartition, group: str) -> None:
-        """Translate ``group``'s offset on ``tp`` again when the partition gets new syncs."""
-        key = (tp.topic, tp.partition)
-        watchers = self._groups_of.get(key)
-        if watchers is None:
-            watchers = self._groups_of[key] = set()
-        watchers.add(group)
-
     def _add_synced_pairs(
         self,
         todo: dict[str, dict[TopicPartition, OffsetAndMetadata]],
         committed_after: dict[str, Callable[[TopicPartition], int | None]],
     ) -> None:
         """Add the pairs on partitions that got new syncs since the last fixed-rate cycle."""
-        synced, self._synced_partitions = self._synced_partitions, set()
-        for key in synced:
-            for group in self._groups_of.get(key, ()):
-                if group in todo:
-                    continue
-                offsets = (
-                    self.commits.offsets(group)
-                    if self.following_commits
-                    else dict(self._previous_read.get(group, (0, {}))[1])
-                )
-                if offsets:
-                    todo[group] = offsets
-                    committed_after[group] = _never
+        for group in self.ledger.watching(self.syncs.take_touched()):
+            if group in todo:
+                continue
+            offsets = (
+                self.commits.offsets(group)
+                if self.following_commits
+                else dict(self._previous_read.get(group, (0, {}))[1])
+            )
+            if offsets:
+                todo[group] = offsets
+                committed_after[group] = _never
 
     # -- forgetting groups gone from the source ---------------------------------------------------
 
@@ -596,28 +551,20 @@ class CheckpointTask:
             on_source = set(self.groups)
         else:
             return set()
-        known = (
-            set(self.store.groups()) | self._memo.keys() | self._previous_read.keys()
-            | self._target_synced.keys() | self._in_flight.keys()
-        )  # fmt: skip
+        ledger = self.ledger
+        known = ledger.groups() | self._previous_read.keys() | self.group_sync.groups()
         gone = {
             g
             for g in groups_to_forget(known, on_source, self.s.should_replicate_group)
-            if not self._in_flight.get(g)
+            if not ledger.in_flight(g)
         }
         if not gone:
             return gone
-        for table in (self._memo, self._in_flight, self._previous_read, self._target_synced):
-            for group in gone:
-                table.pop(group, None)
+        for group in gone:
+            self._previous_read.pop(group, None)
         self._retry -= gone
-        self.store.forget(gone)
-        self._on_target.forget(gone)
-        for key in list(self._groups_of):
-            watchers = self._groups_of[key]
-            watchers -= gone
-            if not watchers:
-                del self._groups_of[key]
+        ledger.forget(gone)
+        self.group_sync.forget(gone)
         log.info(
             "flow %s: forgot the checkpoint state of %d group(s) gone from %s or filtered out",
             self.s.name, len(gone), self.s.source,
@@ -631,18 +578,13 @@ class CheckpointTask:
         active members there (never rewinding them); returns how many groups were committed.
         Only groups with checkpoints newer than their last sync are looked at, all of them every
         tenth call. A group absent on the target is created only if it never existed there
-        (:class:`~mirrorlib.core.checkpointing.TargetGroups`); the groups gone from the source
+        (:class:`~mirrorlib.core.checkpointing.GroupOffsetSync`); the groups gone from the source
         are forgotten first (:meth:`forget_gone_groups`). Describes, reads and commits many
         groups per round trip."""
         s = self.s
         self.forget_gone_groups()
-        full = self._sync_rounds % _FULL_SYNC_EVERY == 0
-        self._sync_rounds += 1
-        wanted: dict[str, dict[TopicPartition, int]] = {}  # downstream offsets per group
-        for group in self.store.groups():
-            cps = {tp: down for tp, (_up, down, _md) in self.store.latest(group).items()}
-            if full or cps != self._target_synced.get(group):
-                wanted[group] = cps
+        sync, store = self.group_sync, self.ledger.store
+        wanted = sync.wanted(store)
         if not wanted:
             return 0
         try:
@@ -650,9 +592,7 @@ class CheckpointTask:
         except Exception as exc:
             log.warning("flow %s: cannot describe groups on %s: %s", s.name, s.target, exc)
             return 0
-        actions = {
-            g: self._on_target.decide(g, str(states.get(g, GroupState.UNKNOWN))) for g in wanted
-        }
+        actions = sync.decide(wanted, states)
         for group, action in actions.items():
             if action is TargetGroupAction.DELETED_NOW:
                 log.warning(
@@ -660,8 +600,6 @@ class CheckpointTask:
                     "leaves it alone and does not re-create it; it is synced again once it "
                     "exists there again", s.name, group, s.target,
                 )  # fmt: skip
-            if action in (TargetGroupAction.DELETED_NOW, TargetGroupAction.DELETED):
-                self._target_synced[group] = wanted[group]  # looked at again in full rounds
         # active (or unknown) on the target: never touch them
         idle = [
             g
@@ -681,26 +619,20 @@ class CheckpointTask:
                     s.name, group, s.target, found,
                 )  # fmt: skip
                 continue
-            offsets = self.store.offsets_to_sync(group, found)
-            known = {tp: om.offset for tp, om in (found or {}).items()}
-            self._target_synced[group] = {
-                tp: down
-                for tp, down in wanted[group].items()
-                if tp in offsets or known.get(tp, -1) >= down
-            }
+            offsets = sync.offsets(store, group, wanted[group], found)
             if offsets:
                 commits[group] = offsets
         done = 0
         for group, err in target_groups.commit_offsets_many(commits).items():
             if err is not None:
-                self._target_synced.pop(group, None)
+                sync.failed(group)
                 log.warning(
                     "flow %s: syncing offsets of group %s to %s failed: %s",
                     s.name, group, s.target, err,
                 )  # fmt: skip
                 continue
             done += 1
-            self._on_target.committed(group)
+            sync.committed(group)
             log.info(
                 "flow %s: synced %d offsets of group %s to %s",
                 s.name, len(commits[group]), group, s.target,
@@ -709,21 +641,19 @@ class CheckpointTask:
 
 
 class _Cycle:
-    """One checkpoint cycle's work, group by group (:meth:`group`), with what its groups share
-    computed once per upstream partition (the translator's stamp, the downstream partition and
-    its key bytes, the newest sync's time) and per (partition, offset) (the translation).
+    """One checkpoint cycle's writes: a :class:`~mirrorlib.core.checkpointing.CheckpointPass`
+    decides group by group (:meth:`group`) which checkpoints to write; this produces them and
+    hands the target's answers back to the ledger.
 
-    The checkpoints of a group are written with one delivery callback (:meth:`done`), which
+    The checkpoints of a cycle are written with one delivery callback (:meth:`done`), which
     takes their reports in the order they were written: librdkafka reports the messages of a
     partition in order, and all checkpoints go to partition 0. A checkpoint is recorded (in the
     store, metrics) only when acknowledged.
 
-    A cycle may write a checkpoint for each of hundreds of thousands of pairs, so the per-pair
-    path builds no object the garbage collector keeps tracking: what a written checkpoint needs
-    until its report is appended flat to :attr:`_sent` (no tuple or value per checkpoint that
-    would survive into the old generations and trigger full collections over the task's large
-    state), and the fields tuple (ints and a string, untracked after one collection) is shared
-    by the in-flight table and the store.
+    A cycle may write a checkpoint for each of hundreds of thousands of pairs, so what a written
+    checkpoint needs until its report is appended flat to :attr:`_sent` (no tuple or value per
+    checkpoint that would survive into the old generations and trigger full collections over
+    the task's large state).
     """
 
     __slots__ = (
@@ -731,53 +661,47 @@ class _Cycle:
         "_clear",
         "_closed",
         "_commit_ages",
+        "_committed_after",
         "_group",
         "_latencies",
-        "_parts",
+        "_pass",
         "_producer",
         "_read_ms",
         "_sent",
         "_sync_ages",
         "_task",
-        "pairs",
-        "produced",
-        "translated",
     )
 
-    def __init__(self, task: CheckpointTask, producer: Any, read_ms: int) -> None:
+    def __init__(
+        self, task: CheckpointTask, decide: CheckpointPass, producer: Any, read_ms: int
+    ) -> None:
         self._task = task
+        self._pass = decide
         self._producer = producer
         self._read_ms = read_ms
-        self._parts: dict[TopicPartition, _Part] = {}
         # _SENT_WIDTH entries per checkpoint, in the order written
         self._sent: list[Any] = []
         self._acked = 0
         self._clear = True  # whether an acknowledgement should clear the task's error
         self._group = ""  # the group being written
-        self.pairs = self.translated = self.produced = 0
+        self._committed_after: Callable[[TopicPartition], int | None] = _never
         # the acknowledged checkpoints' metric values, recorded in bulk by :meth:`close`
         self._latencies: list[float] = []
         self._commit_ages: list[float] = []
         self._sync_ages: list[float] = []
         self._closed = False
 
-    def _partition(self, tp: TopicPartition) -> _Part:
-        task = self._task
-        stamp = task.translator.stamp(tp.topic, tp.partition)
-        if not task.s.should_replicate_topic(tp.topic):
-            found: _Part = (stamp, None, b"", None, {})
-        else:
-            downstream = task._downstream.get(tp)
-            if downstream is None:
-                topic = task._rename(tp.topic)
-                downstream = task._downstream[tp] = (
-                    TopicPartition(topic, tp.partition),
-                    Checkpoint.key_suffix(topic, tp.partition),
-                )
-            dtp, suffix = downstream
-            found = (stamp, dtp, suffix, task._sync_ms.get((tp.topic, tp.partition)), {})
-        self._parts[tp] = found
-        return found
+    @property
+    def pairs(self) -> int:
+        return self._pass.pairs
+
+    @property
+    def translated(self) -> int:
+        return self._pass.translated
+
+    @property
+    def produced(self) -> int:
+        return self._pass.produced
 
     def group(
         self,
@@ -785,61 +709,12 @@ class _Cycle:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         committed_after: Callable[[TopicPartition], int | None],
     ) -> None:
-        """Translate the pairs of ``group`` worth translating -- a new offset, or new syncs
-        that can change the answer (see :meth:`OffsetTranslator.stamp`) -- and write the
-        checkpoints that are more recent than the group's last acknowledged ones (MM2's rule,
-        :func:`~mirrorlib.core.checkpointing.is_more_recent`) and not already in flight."""
-        task = self._task
+        """Write the checkpoints of ``group`` that the ledger decides on
+        (:meth:`~mirrorlib.core.checkpointing.CheckpointPass.group`). ``committed_after``: when
+        the offset of a pair that moved was committed at the latest (for the metrics)."""
         self._group = group
-        memo = task._memo.get(group)
-        if memo is None:
-            memo = task._memo[group] = {}
-        flying = task._in_flight.get(group)
-        if flying is None:
-            flying = task._in_flight[group] = {}
-        latest = task.store.latest(group)
-        parts, translate = self._parts, task.translator.translate
-        prefix, write = Checkpoint.key_prefix(group), self._write
-        translated = produced = 0
-        for tp, om in offsets.items():
-            part = parts.get(tp)
-            if part is None:
-                part = self._partition(tp)
-            stamp, dtp, suffix, sync_ms, answers = part
-            offset = om.offset
-            before = memo.get(tp)
-            if stamp is None:
-                before = None  # no sync yet: nothing to translate, but never memoised
-            else:
-                generation, newest = stamp
-                if (
-                    before is not None
-                    and before[0] == offset
-                    and before[1] == generation
-                    and (offset <= before[2] or newest == before[2])
-                ):
-                    continue
-                memo[tp] = (offset, generation, newest)
-            translated += 1
-            if before is None:
-                task._watch(tp, group)
-            if dtp is None or stamp is None or offset < 0:
-                continue
-            down = answers.get(offset, -1)
-            if down == -1:
-                down = answers[offset] = translate(tp.topic, tp.partition, offset)
-            if down is None or down < 0 or not is_more_recent(latest.get(dtp), offset, down):
-                continue
-            fields = (offset, down, om.metadata)
-            if flying.get(dtp) == fields:
-                continue  # still waiting for its delivery report
-            flying[dtp] = fields
-            moved = before is None or before[0] != offset
-            write(prefix + suffix, tp, dtp, fields, committed_after(tp) if moved else None, sync_ms)
-            produced += 1
-        self.pairs += len(offsets)
-        self.translated += translated
-        self.produced += produced
+        self._committed_after = committed_after
+        self._pass.group(group, offsets, self._write)
 
     def _write(
         self,
@@ -847,7 +722,7 @@ class _Cycle:
         tp: TopicPartition,
         dtp: TopicPartition,
         fields: _Fields,
-        committed_after_ms: int | None,
+        moved: bool,
         sync_ms: int | None,
     ) -> None:
         offset, down, metadata = fields
@@ -869,27 +744,15 @@ class _Cycle:
                 if deadline is None:
                     deadline = now + self._task.s.admin_timeout
                 elif now >= deadline:
-                    self._unwritten(tp, dtp, fields)
                     raise
                 self._producer.poll(0.05)
-            except BaseException:
-                self._unwritten(tp, dtp, fields)
-                raise
+        committed_after_ms = self._committed_after(tp) if moved else None
         self._sent += (self._group, tp, dtp, fields, committed_after_ms, sync_ms)
 
     @property
     def current(self) -> str:
         """The group being written (the last one :meth:`group` was called for)."""
         return self._group
-
-    def _unwritten(self, tp: TopicPartition, dtp: TopicPartition, fields: _Fields) -> None:
-        """A checkpoint that could not be written: neither in flight nor memoised, so the pair
-        is translated and written again on the group's next cycle."""
-        task, group = self._task, self._group
-        flying = task._in_flight.get(group)
-        if flying is not None and flying.get(dtp) == fields:
-            del flying[dtp]
-        task._memo.get(group, {}).pop(tp, None)
 
     def done(self, err: Any, _msg: Any) -> None:
         """The delivery report of the next checkpoint written: only an acknowledged checkpoint
@@ -914,21 +777,16 @@ class _Cycle:
         group, tp, dtp, fields = sent[start], sent[start + 1], sent[start + 2], sent[start + 3]
         committed_after_ms, sync_ms = sent[start + 4], sent[start + 5]
         task = self._task
-        flying = task._in_flight.get(group)
-        if flying is not None:
-            found = flying.pop(dtp, None)
-            if found is not None and found != fields:
-                flying[dtp] = found  # a later write of the partition is still in flight
         stats = task.stats
         if err is not None:
             # translate the pair again on the next cycle, changed or not
-            task._memo.get(group, {}).pop(tp, None)
+            task.ledger.failed(group, tp, dtp, fields)
             if task.following_commits:
                 task._retry.add(group)
             stats.set_error("checkpoints", f"writing a checkpoint failed: {err}")
             self._clear = True
             return
-        task.store.put(group, dtp, fields)
+        task.ledger.acknowledged(group, dtp, fields)
         if self._clear:
             stats.set_error("checkpoints", None)
             self._clear = False

@@ -19,11 +19,11 @@ offset syncs handed to the parent. It ends:
 * when its parent sent nothing (not even a :class:`~mirrorlib.core.workerproto.Keepalive`)
   for :func:`~mirrorlib.core.workerproto.parent_silence_limit` (the parent is stopped or
   hung; its group membership is about to end and its partitions to move): at once, without
-  committing, status :data:`EXIT_PARENT_SILENT` (its open transaction is aborted by the fence
+  committing, status :data:`~mirrorlib.core.workerproto.EXIT_PARENT_SILENT` (its open transaction is aborted by the fence
   of the node given the partitions, or by the broker);
 * when its producer dies or is fenced (a newer process of its slot took over): at once, writing
-  nothing more, status :data:`EXIT_FENCED`;
-* on data loss with ``data.loss.action=fail``: status :data:`EXIT_FAILED` (the flow fails).
+  nothing more, status :data:`~mirrorlib.core.workerproto.EXIT_FENCED`;
+* on data loss with ``data.loss.action=fail``: status :data:`~mirrorlib.core.workerproto.EXIT_FAILED` (the flow fails).
 
 Its last message, :class:`~mirrorlib.core.workerproto.Exit`, says whether it ended *cleanly*
 (stopped, its last transaction committed or aborted): the parent fences the transactional id
@@ -53,10 +53,13 @@ from typing import IO, NoReturn
 import attrs
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.counters import PartitionStats, StatsRegistry
 from mirrorlib.core.stalls import WatchdogClock
-from mirrorlib.core.status import PartitionStats, StatsRegistry
 from mirrorlib.core.syncs import EmittedSync, FailedSyncs, OffsetSyncEmitter
 from mirrorlib.core.workerproto import (
+    EXIT_FAILED,
+    EXIT_FENCED,
+    EXIT_PARENT_SILENT,
     REPORT_INTERVAL_S,
     Applied,
     Assign,
@@ -77,13 +80,10 @@ from mirrorlib.runtime.frames import read_frame, write_frame
 from mirrorlib.runtime.process import tune_gc
 from mirrorlib.runtime.signals import stop_on_signals
 
-__all__ = ["EXIT_FAILED", "EXIT_FENCED", "EXIT_PARENT_SILENT", "ORPHAN_DEADLINE_S", "main"]
+__all__ = ["ORPHAN_DEADLINE_S", "main"]
 
 log = logging.getLogger(__name__)
 
-EXIT_FENCED = 3
-EXIT_FAILED = 4
-EXIT_PARENT_SILENT = 5
 #: seconds an orphaned worker (its parent died) has to commit before it exits regardless
 ORPHAN_DEADLINE_S = 10.0
 #: a round of the parent watch later than this after the previous one: the worker itself was
@@ -270,9 +270,7 @@ class _Worker:
                 )
                 seen[key] = (st.age.count, st.latency.count)
             incarnations = self.stats.incarnations()  # (mirrorlib.core.incarnations)
-            self.channel.send(
-                Report(os.getpid(), tuple(parts), self._errors(), *incarnations)
-            )
+            self.channel.send(Report(os.getpid(), tuple(parts), self._errors(), *incarnations))
 
     def _errors(self) -> tuple[str, ...]:
         """The copier's errors, and its blocked loop as one (the parent shows the flow

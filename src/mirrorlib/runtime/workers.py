@@ -76,14 +76,19 @@ from collections.abc import Callable
 from typing import Any
 
 from mirrorlib.core.catalog import TopicCatalog
+from mirrorlib.core.counters import StatsRegistry
+from mirrorlib.core.handover import HandoverLedger, Writer
 from mirrorlib.core.placement import load_of, place
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import SilenceGauge, WatchdogClock
-from mirrorlib.core.status import FlowState, StatsRegistry, WorkerStatus
+from mirrorlib.core.status import FlowState, WorkerStatus
 from mirrorlib.core.syncs import EmittedSync, OffsetSyncEmitter
 from mirrorlib.core.worker_reports import SlotInfo, WorkerState
 from mirrorlib.core.workerproto import (
+    EXIT_FAILED,
+    EXIT_FENCED,
+    EXIT_PARENT_SILENT,
     REPORT_INTERVAL_S,
     Applied,
     Assign,
@@ -103,7 +108,6 @@ from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker import EXIT_FAILED, EXIT_FENCED, EXIT_PARENT_SILENT
 from mirrorlib.runtime.worker_status import WorkerReporter
 
 __all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
@@ -146,31 +150,33 @@ class _Process:
     stopped or stuck worker whose stdin pipe is full blocks only that thread, and the
     supervisor still replaces it); its frames come through its reader thread (:meth:`read`)."""
 
-    def __init__(self, slot: int, popen: subprocess.Popen[bytes]) -> None:
-        self.slot = slot
+    def __init__(self, writer: Writer, popen: subprocess.Popen[bytes]) -> None:
+        self.writer = writer  # what it may be writing (the supervisor's HandoverLedger)
+        self.slot = writer.slot
         self.popen = popen
         self.pid = popen.pid
         self.started = time.monotonic()
         self.last_seen: float | None = None  # monotonic time of the last message
         self.merger = ReportMerger()
-        self.sent: frozenset[Key] = frozenset()  # the last assignment sent
-        self.version = -1  # its number
-        self.applied = -1  # the last version the process confirmed
-        # partitions removed by assignments not confirmed yet: (version, keys)
-        self.releasing: list[tuple[int, frozenset[Key]]] = []
         self.records = 0  # records reported (for the rate)
         self.rate = (time.monotonic(), 0, 0.0)  # (time, records, records/s)
-        self.stale = False  # replaced: nothing it says counts any more
         self.exit_clean = False  # it said it ended cleanly (Exit.clean)
         self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
+    @property
+    def sent(self) -> frozenset[Key]:
+        """The partitions of the last assignment sent to it."""
+        return self.writer.sent
+
+    @property
+    def stale(self) -> bool:
+        """Replaced: nothing it says counts any more."""
+        return self.writer.stale
+
     def may_hold(self) -> frozenset[Key]:
         """The partitions this process may be writing."""
-        held = set(self.sent)
-        for _, keys in self.releasing:
-            held |= keys
-        return frozenset(held)
+        return self.writer.may_hold()
 
     def send_first(self, message: object) -> bool:
         """Write ``message`` at once (before the threads run); whether it was written."""
@@ -246,10 +252,6 @@ class _Slot:
         self.replaced = False  # its process replaced one that stopped answering, not heard yet
         self.fenced = False  # its transactional id was fenced since its last process ended
         self.fence: threading.Thread | None = None  # the fence of its id, while it runs
-        #: its transactional id may have an open transaction: a process of it initialised its
-        #: producer (it sent Applied) and did not end cleanly since, and no fence came after
-        self.dirty = False
-        self.held: frozenset[Key] = frozenset()  # what its last process may have written
 
     @property
     def fencing(self) -> bool:
@@ -276,12 +278,13 @@ class _Slot:
         )
 
 
-def _slot_info(slot: _Slot, now: float, stopped: bool) -> SlotInfo:
+def _slot_info(slot: _Slot, handover: HandoverLedger, now: float, stopped: bool) -> SlotInfo:
     proc = slot.process
     retry_in = None
-    if stopped and slot.dirty:  # the supervisor stopped, and its id could not be fenced
+    if stopped and handover.dirty(slot.index):  # the supervisor stopped; its id not fenced
         return SlotInfo(
-            slot=slot.index, pid=None, state=WorkerState.ABANDONED, partitions=slot.held,
+            slot=slot.index, pid=None, state=WorkerState.ABANDONED,
+            partitions=handover.held(slot.index),
             restarts=slot.restarts, last_error=slot.last_error,
         )  # fmt: skip
     if stopped and not slot.failed:
@@ -352,6 +355,8 @@ class Supervisor:
         self._owned: frozenset[Key] = frozenset()
         self._syncs: OffsetSyncWriter | None = None
         self._stale: list[_Process] = []  # replaced processes, killed, to reap (under _lock)
+        #: who may be writing what (under _lock): the one-writer-per-partition rule
+        self.handover = HandoverLedger(settings.tasks_max)
         #: set once the flow stopped and no worker process is left (they committed, or were
         #: killed and their transactional ids fenced): only then may this node leave the
         #: flow's group (:class:`GroupShare`)
@@ -370,7 +375,6 @@ class Supervisor:
         #: turns true once it came), and no worker gets a partition it does not hold
         self._unconfirmed: Callable[[], bool] | None = None
         self._last_round: float | None = None
-        self._stopping = False  # (under _lock) _shutdown runs
 
     # -- what others ask ----------------------------------------------------------------------
 
@@ -378,14 +382,7 @@ class Supervisor:
         """Which of ``keys`` a worker may still be writing, or may have left in an open
         transaction not fenced yet (while the flow stops) (thread-safe)."""
         with self._lock:
-            held: set[Key] = set()
-            procs = [s.process for s in self.slots if s.process is not None]
-            for proc in [*procs, *self._stale]:  # a replaced process until it is reaped
-                held |= proc.may_hold() & keys
-            for slot in self.slots:
-                if slot.process is None and slot.dirty and self._stopping:
-                    held |= slot.held & keys
-            return frozenset(held)
+            return self.handover.holding(keys)
 
     def slot_infos(self) -> tuple[SlotInfo, ...]:
         """Each slot now: its process, state and assigned partitions; once the supervisor
@@ -393,7 +390,9 @@ class Supervisor:
         slot whose transactional id may hold an open transaction (thread-safe)."""
         now = time.monotonic()
         with self._lock:
-            return tuple(_slot_info(slot, now, self._stopped_all) for slot in self.slots)
+            return tuple(
+                _slot_info(slot, self.handover, now, self._stopped_all) for slot in self.slots
+            )
 
     def lose(self, keys: frozenset[Key]) -> None:
         """``keys`` were lost to another node (this process's group session ended), and are
@@ -429,9 +428,9 @@ class Supervisor:
         # nothing more) before the revocation completes
         with self._lock:
             holders = [
-                slot.process
-                for slot in self.slots
-                if slot.process is not None and slot.process.may_hold() & left
+                proc
+                for w in self.handover.holders(left)
+                if (proc := self.slots[w.slot].process) is not None
             ]
         log.warning(
             "flow %s: %d revoked partition(s) not released by the workers in %.0fs: killing "
@@ -553,15 +552,12 @@ class Supervisor:
         if isinstance(message, Report):
             self._merge(slot, proc, message)
         elif isinstance(message, Applied):
-            with self._lock:
-                slot.dirty = True  # its producer is initialised: it may write from now on
-                proc.applied = max(proc.applied, message.version)
-                released = [k for v, k in proc.releasing if v <= proc.applied]
-                proc.releasing = [(v, k) for v, k in proc.releasing if v > proc.applied]
+            with self._lock:  # its producer is initialised: it may write from now on
+                released = self.handover.applied(proc.writer, message.version)
             # confirmed: the process reports them no more (one given back before it confirmed
             # the release may never have left it: kept; one that left and came back is a new
             # holding in its reports, counted anew by the merger)
-            for key in frozenset().union(*released) - proc.sent:
+            for key in released:
                 proc.merger.forget(key)
             self._replan = True
         elif isinstance(message, Syncs):
@@ -618,7 +614,9 @@ class Supervisor:
         except OSError as exc:
             self._failed_start(slot, f"cannot start a worker process: {exc}")
             return
-        proc = _Process(slot.index, popen)
+        with self._lock:
+            writer = self.handover.start(slot.index)
+        proc = _Process(writer, popen)
         start = Start(
             settings=self.s,
             slot=slot.index,
@@ -631,6 +629,8 @@ class Supervisor:
             popen.kill()
             popen.wait()
             proc.close_pipes()
+            with self._lock:
+                self.handover.ended(writer, clean=True)  # (it never initialised its producer)
             self._failed_start(slot, "the worker process ended at once")
             return
         with self._lock:
@@ -671,7 +671,7 @@ class Supervisor:
             proc.merger.forget(key)
         if slot.process is not None:
             return  # already replaced
-        self._ended(slot, proc, code)
+        self._ended(proc, code)
         now = time.monotonic()
         slot.down_since = now
         if now - proc.started >= HEALTHY_S:
@@ -704,20 +704,12 @@ class Supervisor:
         )
         self._replan = True
 
-    def _ended(self, slot: _Slot, proc: _Process, code: int) -> None:
+    def _ended(self, proc: _Process, code: int) -> None:
         """``proc``, the slot's process, exited with ``code``: whether its transactional id may
-        hold an open transaction now (:attr:`_Slot.dirty`). A process that never initialised
-        its producer wrote nothing (and fenced nothing); one that did and then said it ended
-        cleanly, with status 0, left nothing open; any other (killed, crashed, its last commit
-        failed) may have."""
-        if proc.applied < 0:
-            return
+        hold an open transaction now (:meth:`~mirrorlib.core.handover.HandoverLedger.dirty`):
+        one that said it ended cleanly, with status 0, left nothing open."""
         with self._lock:
-            if proc.exit_clean and code == 0:
-                slot.dirty = False
-                slot.held = frozenset()
-            else:
-                slot.held = proc.may_hold()
+            self.handover.ended(proc.writer, clean=proc.exit_clean and code == 0)
 
     def _doubt_share(self, why: str) -> None:
         """This process may no longer hold its share of the group: it did not run for longer
@@ -754,6 +746,7 @@ class Supervisor:
                 proc.close_pipes()
                 with self._lock:
                     self._stale.remove(proc)
+                    self.handover.reaped(proc.writer)
 
     def _keep_alive(self, stop: threading.Event) -> None:
         """Tell every process, twice a second, that this process runs (a worker that hears
@@ -769,8 +762,8 @@ class Supervisor:
     def _replace(self, slot: _Slot, proc: _Process, silent: float) -> None:
         """``proc`` stopped reporting: a new process of the slot takes over with the same
         transactional id (fencing ``proc``), and ``proc`` is killed."""
-        proc.stale = True
         with self._lock:  # holding() sees it as a replaced process until it is reaped
+            self.handover.replace(proc.writer)
             slot.process = None
             self._stale.append(proc)
         slot.restarts += 1
@@ -857,10 +850,8 @@ class Supervisor:
                 exc,
             )
         else:
-            slot = self.slots[index]
-            with self._lock:
-                if slot.process is None:  # (none starts while the fence runs)
-                    slot.dirty = False
+            with self._lock:  # (no process of the slot starts while the fence runs)
+                self.handover.fenced(index)
             log.info(
                 "flow %s: worker %d is down for over %.0fs: its partitions moved, and its "
                 "transactional id %s is fenced (its open transaction aborted)",
@@ -902,25 +893,18 @@ class Supervisor:
             proc = slot.process
             if proc is None or proc.stale:
                 continue
-            others = frozenset().union(
-                *(o.process.may_hold() for o in self.slots if o is not slot and o.process)
-            )
-            wanted = frozenset(k for k in slot.placed if k not in others)
-            if self._unconfirmed is not None:  # (see _doubt_share)
-                wanted &= proc.sent
+            with self._lock:  # (see _doubt_share for the confirmation)
+                wanted = self.handover.grantable(
+                    slot.index, slot.placed, confirmed=self._unconfirmed is None
+                )
             if wanted != proc.sent:
                 self._assign(proc, wanted)
         self._drop_unowned()
 
     def _assign(self, proc: _Process, partitions: frozenset[Key]) -> None:
         with self._lock:
-            proc.version += 1
-            removed = proc.sent - partitions
-            if removed:
-                proc.releasing.append((proc.version, removed))
-            proc.sent = partitions
-            lost = removed & self._lost
-        proc.send(Assign(proc.version, partitions, lost))
+            assignment = self.handover.assign(proc.writer, partitions, self._lost)
+        proc.send(Assign(assignment.version, assignment.partitions, assignment.lost))
 
     def _drop_unowned(self) -> None:
         """Counters of partitions this process no longer copies leave the status."""
@@ -981,7 +965,7 @@ class Supervisor:
         slot whose id cannot be fenced is reported ``abandoned`` (:meth:`slot_infos`): the
         node given its partitions next fences it (:mod:`mirrorlib.kafka.fencing`)."""
         with self._lock:
-            self._stopping = True
+            self.handover.stopping = True
         procs = [s.process for s in self.slots if s.process is not None]
         self._stop_processes(procs)
         for slot in self.slots:  # a fence's producer is dropped before the process exits
@@ -999,8 +983,8 @@ class Supervisor:
         for proc in procs:
             slot = self.slots[proc.slot]
             code = proc.popen.returncode
-            self._ended(slot, proc, code)
-            if slot.dirty and not (proc.exit_clean and code == 0):
+            self._ended(proc, code)
+            if self.handover.dirty(slot.index) and not (proc.exit_clean and code == 0):
                 how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
                 slot.last_error = f"pid {proc.pid} did not end cleanly ({how})" + (
                     f": {slot.last_error}" if slot.last_error else ""
@@ -1008,9 +992,11 @@ class Supervisor:
         with self._lock:
             for slot in self.slots:
                 slot.process = None
+            for proc in self._stale:
+                self.handover.reaped(proc.writer)
             self._stale.clear()
         self._fence_dirty_slots()
-        self.clean = not any(slot.dirty for slot in self.slots)
+        self.clean = not any(self.handover.dirty(slot.index) for slot in self.slots)
         with self._lock:
             self._stopped_all = True
         if self._syncs is not None:
@@ -1043,7 +1029,7 @@ class Supervisor:
 
     def _fence_dirty_slots(self) -> None:
         """Fence the id of every slot that may hold an open transaction, all at once."""
-        dirty = [slot for slot in self.slots if slot.dirty]
+        dirty = [slot for slot in self.slots if self.handover.dirty(slot.index)]
         if not dirty:
             return
         outcome: dict[int, MirrorError | None] = {}
@@ -1071,7 +1057,7 @@ class Supervisor:
             failed = outcome.get(slot.index, MirrorError(f"no answer in {FENCE_TIMEOUT_S:.0f}s"))
             if failed is None:
                 with self._lock:
-                    slot.dirty = False
+                    self.handover.fenced(slot.index)
                 slot.last_error = _also(slot.last_error, f"its transactional id {tid} was fenced")
                 log.info(
                     "flow %s: worker %d did not end cleanly: its transactional id %s is fenced "
@@ -1086,7 +1072,8 @@ class Supervisor:
                     "open transaction after transaction.timeout.ms, read_committed readers of "
                     "their remote partitions wait)",
                     self.s.name, slot.index, tid, failed,
-                    ", ".join(f"{t}-{p}" for t, p in sorted(slot.held)) or "none",
+                    ", ".join(f"{t}-{p}" for t, p in sorted(self.handover.held(slot.index)))
+                    or "none",
                 )  # fmt: skip
 
 

@@ -34,10 +34,11 @@ from mirrorlib.core import batches
 from mirrorlib.core.acks import PARKING_BACKOFF
 from mirrorlib.core.batches import TP, Plan, Range
 from mirrorlib.core.config import FlowConfig
+from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.core.status import FlowState, StatsRegistry
+from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, slot_reports
 from mirrorlib.errors import (
     KafkaRequestError,

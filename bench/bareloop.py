@@ -51,7 +51,9 @@ def _run_processes(count: int, args: list[str]) -> None:
         subprocess.Popen([sys.executable, "-m", "bench.bareloop", *args, "--slot", f"{i}/{count}"])
         for i in range(count)
     ]
-    stopping: list[int] = []  # (a handler calling Event.set() can deadlock: mirrorlib.runtime.signals)
+    stopping: list[
+        int
+    ] = []  # (a handler calling Event.set() can deadlock: mirrorlib.runtime.signals)
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     code = 0
     while not stopping:

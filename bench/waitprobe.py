@@ -318,14 +318,14 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--worker":
         install()
         report_to(worker_path(Path(argv[1]), os.getpid()))
-        from mirrorlib.runtime import worker
+        from mirrorlib.runtime.workers import child
 
-        return worker.main()
+        return child.main()
     out, props = argv
     install()
     report_to(Path(out))
     from mirrorlib.cli import main as cli
-    from mirrorlib.runtime.workers import Supervisor
+    from mirrorlib.runtime.workers.supervisor import Supervisor
 
     command = [sys.executable, "-m", "bench.waitprobe", "--worker", str(Path(out).resolve())]
     defaults = Supervisor.__init__.__kwdefaults__ or {}

@@ -172,6 +172,7 @@ def test_status_plan_verify_failover_on_real_clusters(
 
         flow = wait_for("status shows the flow caught up", caught_up)
         assert flow["flow"] == "A->B" and flow["heartbeat_age_s"] < 10
+
         # the in-process copier (tasks.max = 1) reports itself as worker slot 0 of this process
         def copier_row() -> Any:
             flow = json.loads(_run(capsys, "status", str(path), "--json")[1])["flows"][0]
@@ -371,7 +372,9 @@ def test_run_stopped_during_start_up_exits_cleanly(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_run_stopped_right_after_it_started_exits_0(two_clusters: ClusterSet, tmp_path: Path) -> None:
+def test_run_stopped_right_after_it_started_exits_0(
+    two_clusters: ClusterSet, tmp_path: Path
+) -> None:
     """SIGTERM as soon as the replicator says it started (its flows may not have come up yet:
     their clusters have not answered) is a clean stop: exit 0, no "never came up" report.
     The kill -9 tests stop it like this, and exit 1 used to fail them now and then."""

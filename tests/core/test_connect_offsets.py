@@ -10,7 +10,10 @@ from mirrorlib.core.connect_offsets import SourcePosition, murmur2, murmur2_part
 
 def test_source_position_bytes_match_connect() -> None:
     pos = SourcePosition("us-west", "orders", 0, 99)
-    assert pos.encode_key() == b'["MirrorSourceConnector",{"cluster":"us-west","partition":0,"topic":"orders"}]'
+    assert (
+        pos.encode_key()
+        == b'["MirrorSourceConnector",{"cluster":"us-west","partition":0,"topic":"orders"}]'
+    )
     assert pos.encode_value() == b'{"offset":99}'
     assert SourcePosition.decode(pos.encode_key(), pos.encode_value()) == pos
     assert pos.next_offset == 100

@@ -28,10 +28,14 @@ def test_a_healthy_flow_logs_nothing() -> None:
 
 def test_a_stall_is_told_at_once_reminded_while_it_lasts_and_its_end_told() -> None:
     watch = StallWatch("A->B", repeat=60)
-    told = {t: watch.observe("target: cannot acquire idempotence PID", t) for t in range(100, 260, 5)}
+    told = {
+        t: watch.observe("target: cannot acquire idempotence PID", t) for t in range(100, 260, 5)
+    }
     notices = {t: n for t, n in told.items() if n is not None}
     assert list(notices) == [100, 160, 220]
-    assert notices[100] == StallNotice(True, "flow A->B stalled: target: cannot acquire idempotence PID")
+    assert notices[100] == StallNotice(
+        True, "flow A->B stalled: target: cannot acquire idempotence PID"
+    )
     assert notices[160].stalled and "still stalled after 60s" in notices[160].message
     assert watch.stalled_since == 100
     end = watch.observe(None, 262)

@@ -1,6 +1,6 @@
 """Fencing a transactional id (mirrorlib.kafka.fencing): its errors; a node fencing another
 node that left the flow's group (real clusters, two ``mirrorlib run`` processes). A worker
-supervisor fencing its own down slot is tested in tests/runtime/test_workers.py."""
+supervisor fencing its own down slot is tested in tests/runtime/workers/test_workers.py."""
 
 from __future__ import annotations
 

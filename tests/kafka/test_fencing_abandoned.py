@@ -18,7 +18,7 @@ from mirrorlib.kafka.fencing import DepartedFence
 from mirrorlib.kafka.worker_reports import WorkerReportWriter
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import config
-from tests.runtime.test_worker_signals import read_committed_reaches, written
+from tests.runtime.workers.test_worker_signals import read_committed_reaches, written
 
 pytestmark = pytest.mark.integration
 

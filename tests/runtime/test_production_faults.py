@@ -313,7 +313,9 @@ def test_exactly_once_through_a_cut_link(
             def stall_shown() -> FlowStatus | None:
                 seen.append(_flow(r))
                 print(f"{time.monotonic() - started:5.1f}s {seen[-1]}")
-                return seen[-1] if seen[-1].state in (FlowState.STALLED, FlowState.DEGRADED) else None
+                return (
+                    seen[-1] if seen[-1].state in (FlowState.STALLED, FlowState.DEGRADED) else None
+                )
 
             try:
                 stalled = wait_for(
@@ -323,7 +325,9 @@ def test_exactly_once_through_a_cut_link(
                     interval=2.0,
                 )
             except AssertionError as exc:
-                raise AssertionError(f"{exc}; the last status: {seen[-1] if seen else None}") from None
+                raise AssertionError(
+                    f"{exc}; the last status: {seen[-1] if seen else None}"
+                ) from None
             print(f"status after {time.monotonic() - started:.0f}s of the cut: {stalled}")
             time.sleep(max(0.0, CUT_S - (time.monotonic() - started)))
             during = _flow(r)

@@ -103,7 +103,6 @@ def test_stop_on_signals_installs_nothing_outside_the_main_thread() -> None:
     assert seen == [before]
 
 
-
 _HELD_LOCK_SCRIPT = """
 import os, signal, sys, threading, time
 from mirrorlib.runtime.signals import stop_on_signals

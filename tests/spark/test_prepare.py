@@ -41,14 +41,18 @@ def test_prepare_writes_the_archive_that_the_next_session_maps(tmp_path: Path) -
     env.pop("MIRRORLIB_SPARK_CDS", None)
     env.pop("PYSPARK_GATEWAY_PORT", None)
     command = [sys.executable, "-m", "mirrorlib.spark", "--prepare"]
-    first = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert "class-data archive written in" in first.stdout, first.stdout
     (archive,) = (tmp_path / "cache" / "mirrorlib").glob("spark-driver-*.jsa")
     assert archive.stat().st_size > 10_000_000  # Spark's classes, not an empty file
     assert str(archive) in first.stdout
 
-    again = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"class-data archive already there: {archive}" in again.stdout
 

@@ -87,8 +87,7 @@ def test_only_committed_records_are_copied_and_groups_fail_over_exactly(
         target = by_partition(read_all(b, remote, read_committed=True))
         for group, offsets in groups.items():
             want = {
-                p: expected_translation(source[p], target[p], offsets[p])
-                for p in range(PARTITIONS)
+                p: expected_translation(source[p], target[p], offsets[p]) for p in range(PARTITIONS)
             }
 
             def exact(group: str = group, want: dict[int, int | None] = want) -> Any:

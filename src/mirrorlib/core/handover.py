@@ -1,6 +1,6 @@
 """One writer per partition among a flow's worker processes: who may still be writing what.
 
-With ``tasks.max`` > 1 a flow copies in worker processes (:mod:`mirrorlib.runtime.workers`), each
+With ``tasks.max`` > 1 a flow copies in worker processes (:mod:`mirrorlib.runtime.workers.supervisor`), each
 through a transactional producer of its own slot. A partition moves from one process to another
 only when the first can no longer write it. This module is that rule as state and decisions --
 no processes, pipes or threads -- so it is unit-tested as it runs:

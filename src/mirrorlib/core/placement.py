@@ -10,7 +10,7 @@ two live workers costs a release, a commit and a fresh fetch), places the others
 loaded slots (largest first), and moves partitions between live slots only when the most loaded
 slot carries more than ``imbalance`` times the least loaded one's load (and the move makes the
 pair more even). Pure: no clock, no Kafka client; the supervisor
-(:mod:`mirrorlib.runtime.workers`) executes the result, a move as release-confirm-then-assign.
+(:mod:`mirrorlib.runtime.workers.supervisor`) executes the result, a move as release-confirm-then-assign.
 """
 
 from __future__ import annotations

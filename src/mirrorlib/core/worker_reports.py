@@ -2,7 +2,7 @@
 
 A flow copies in *worker slots*: ``tasks.max = 1`` has one (slot 0, the in-process copier
 thread), ``tasks.max = N > 1`` has N worker processes per node (see
-:mod:`mirrorlib.runtime.workers`), and several nodes (``mirrorlib run`` processes on one file)
+:mod:`mirrorlib.runtime.workers.supervisor`), and several nodes (``mirrorlib run`` processes on one file)
 may share a flow. Every node writes, every :func:`report_interval` seconds, one
 :class:`WorkerReport` per slot to the flow's worker status topic on the target
 (``mm2-mirrorlib-status.<source>.internal``, compacted, one partition: see

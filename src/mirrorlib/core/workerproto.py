@@ -1,10 +1,10 @@
 """What a flow's parent process and its copier worker processes tell each other.
 
-With ``tasks.max`` > 1 a flow copies in worker processes (:mod:`mirrorlib.runtime.worker`),
-driven by a supervisor in the parent (:mod:`mirrorlib.runtime.workers`) over the worker's
+With ``tasks.max`` > 1 a flow copies in worker processes (:mod:`mirrorlib.runtime.workers.child`),
+driven by a supervisor in the parent (:mod:`mirrorlib.runtime.workers.supervisor`) over the worker's
 stdin (parent -> worker) and stdout (worker -> parent). Each message is one *frame*: a 4-byte
 big-endian length, then the pickled message. Both ends run the same installed mirrorlib (the
-parent starts ``sys.executable -m mirrorlib.runtime.worker``), and the messages are plain
+parent starts ``sys.executable -m mirrorlib.runtime.workers.child``), and the messages are plain
 values: the flow's settings as data, never code of the embedding program.
 
 Parent -> worker: :class:`Start` (once, first), then :class:`Topics` and :class:`Assign`
@@ -19,7 +19,7 @@ was initialised, so the first one also says that any earlier process of the slot
 :class:`Syncs` (offset syncs, written by the parent) and :class:`Exit` (why it ends).
 
 Pure: frames are made and taken apart here (:func:`encode_frame`, :func:`frame_size`,
-:func:`decode_frame`); the streams are read and written by :mod:`mirrorlib.runtime.frames`.
+:func:`decode_frame`); the streams are read and written by :mod:`mirrorlib.runtime.workers.frames`.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ processes get its partitions at once.
 
 Worker mode (``tasks.max`` > 1)
 -------------------------------
-A copier worker process (:mod:`mirrorlib.runtime.worker`) runs a copier with a
+A copier worker process (:mod:`mirrorlib.runtime.workers.child`) runs a copier with a
 :class:`~mirrorlib.kafka.assignment.DirectAssignment`: no group, ``assign`` of the partitions its
 parent gives it (incrementally), each resumed from its stored position; and a
 ``transactional_id`` of its own slot: whatever the delivery mode, records and positions go

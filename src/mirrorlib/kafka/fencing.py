@@ -11,7 +11,7 @@ wrote some) sees nothing past it until the broker aborts it after ``transaction.
 Two fences use it. A copier worker supervisor (``tasks.max`` > 1) fences a slot of its own
 whose process died and could not be restarted, and, when its flow stops, every slot whose
 process did not end cleanly, killed after the stop timeout or crashed
-(:mod:`mirrorlib.runtime.workers`).
+(:mod:`mirrorlib.runtime.workers.supervisor`).
 :class:`DepartedFence` fences *other nodes* of a flow: when the group gives a node partitions
 that a node which left without a clean stop (killed, stopped, cut off from the source's
 group coordinator for longer than the session timeout) held, the leaving node may have an open

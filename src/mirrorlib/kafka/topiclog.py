@@ -90,6 +90,7 @@ def decoded(
             continue
         yield value
 
+
 #: Seconds after which a read to the end that is still going says in the log what it waits for.
 _TELL_AFTER = 5.0
 

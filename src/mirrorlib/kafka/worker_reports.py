@@ -65,7 +65,9 @@ class WorkerReportWriter:
             return
         admin = ClusterAdmin(self._admin_config, alias=self.alias, timeout=self.timeout)
         if self.topic not in admin.list_topics(include_internal=True):
-            raise ClusterError(f"{self.topic} does not exist yet (created with the internal topics)")
+            raise ClusterError(
+                f"{self.topic} does not exist yet (created with the internal topics)"
+            )
         self._created = True
 
     def write(self, reports: Iterable[WorkerReport], *, flush: bool = True) -> str | None:

@@ -44,7 +44,7 @@ from mirrorlib.kafka.probe import unreachable
 from mirrorlib.runtime.checkpoints import CheckpointTask
 from mirrorlib.runtime.heartbeats import HeartbeatTask
 from mirrorlib.runtime.metadata import MetadataTask
-from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot
+from mirrorlib.runtime.workers.status import WorkerReporter, copier_slot
 
 __all__ = ["CopierPlane", "DataPlane", "FlowRunner", "stop_flows"]
 
@@ -90,7 +90,7 @@ class CopierPlane:
     """The embedded engine's data plane: a :class:`~mirrorlib.kafka.copier.Copier` thread
     (``copier``) that consumes from the source, produces to the target and stores positions
     in the flow's offsets topic, and a thread publishing it as worker slot 0 for ``mirrorlib
-    status`` (:class:`~mirrorlib.runtime.worker_status.WorkerReporter`)."""
+    status`` (:class:`~mirrorlib.runtime.workers.status.WorkerReporter`)."""
 
     def __init__(self) -> None:
         self.copier: Copier | None = None

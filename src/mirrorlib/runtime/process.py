@@ -1,5 +1,5 @@
 """Process-wide settings for the processes mirrorlib owns: ``mirrorlib run`` and a copier worker
-(:mod:`mirrorlib.runtime.worker`). Never applied to an application that embeds a
+(:mod:`mirrorlib.runtime.workers.child`). Never applied to an application that embeds a
 :class:`~mirrorlib.runtime.replicator.Replicator`: its process is its own.
 
 Python's cyclic garbage collector runs a young collection every 700 allocations of tracked

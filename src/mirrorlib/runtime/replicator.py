@@ -7,7 +7,7 @@ MM2's ``--clusters``). Each flow A->B runs in background threads:
   and ACLs (and creates MM2's internal topics);
 * copier: copies records with their key, value, headers, timestamp and partition, stores source
   positions and emits offset syncs (with ``tasks.max`` > 1: a supervisor and its copier worker
-  processes, :mod:`mirrorlib.runtime.workers`);
+  processes, :mod:`mirrorlib.runtime.workers.supervisor`);
 * checkpoints: translates consumer-group offsets into checkpoints (and syncs group offsets);
 * heartbeats: emits heartbeats (also for pairs that only emit heartbeats, as MM2 does).
 
@@ -31,7 +31,7 @@ from mirrorlib.core.status import FlowState, FlowStatus, FlowSummary
 from mirrorlib.errors import ConfigError, FlowFailedError
 from mirrorlib.runtime.flow import CopierPlane, FlowRunner, stop_flows
 from mirrorlib.runtime.signals import stop_on_signals
-from mirrorlib.runtime.workers import WorkerPlane
+from mirrorlib.runtime.workers.supervisor import WorkerPlane
 
 __all__ = ["Replicator"]
 
@@ -79,7 +79,7 @@ class Replicator:
             if flow.target not in targets:
                 continue
             settings = FlowSettings.from_config(config, flow)
-            # tasks.max > 1: copier worker processes (mirrorlib.runtime.workers)
+            # tasks.max > 1: copier worker processes (mirrorlib.runtime.workers.supervisor)
             plane = CopierPlane() if settings.tasks_max <= 1 else WorkerPlane()
             runner: FlowRunner[CopierPlane | WorkerPlane] = FlowRunner(
                 settings, plane, connect_timeout=connect_timeout

@@ -53,7 +53,7 @@ from mirrorlib.kafka.ranges import (
     position_producer,
     store_positions,
 )
-from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot, partition_loads
+from mirrorlib.runtime.workers.status import WorkerReporter, copier_slot, partition_loads
 from mirrorlib.spark.checkpoint import CheckpointFiles, refuse_earlier_checkpoint
 from mirrorlib.spark.planner import BatchPlanner, PlanLog
 
@@ -543,7 +543,7 @@ class CopyBatches:
 
 class DriverReporter(WorkerReporter):
     """Publishes the driver of a flow's query as its worker slot 0 for ``mirrorlib status``
-    (:mod:`mirrorlib.runtime.worker_status`): the flow's state, and the error of positions it
+    (:mod:`mirrorlib.runtime.workers.status`): the flow's state, and the error of positions it
     could not store. No transactional id: Spark writes none."""
 
     def __init__(self, settings: FlowSettings, stats: StatsRegistry) -> None:
@@ -559,7 +559,7 @@ class DriverReporter(WorkerReporter):
 
 def driver_slot(stats: StatsRegistry) -> tuple[SlotInfo, ...]:
     """The driver as slot 0 of this process (as the embedded copier's
-    :func:`~mirrorlib.runtime.worker_status.copier_slot`), with the flow's ``positions`` error."""
+    :func:`~mirrorlib.runtime.workers.status.copier_slot`), with the flow's ``positions`` error."""
     prefix = f"{POSITIONS_ERROR}: "
     error = next((e for e in stats.errors() if e.startswith(prefix)), None)
     return tuple(attrs.evolve(slot, last_error=error) for slot in copier_slot(stats))

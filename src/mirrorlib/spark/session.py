@@ -177,9 +177,7 @@ def _prune_archives(directory: Path, keep: Path) -> None:
             log.info("deleted the old class-data archive %s", path)
 
 
-def _java_options_given(
-    environ: Mapping[str, str], spark_defaults: str
-) -> tuple[str, str] | None:
+def _java_options_given(environ: Mapping[str, str], spark_defaults: str) -> tuple[str, str] | None:
     """The key and the place where the user gives the driver's Java options (which
     mirrorlib's would replace), e.g. ``("--driver-java-options", "PYSPARK_SUBMIT_ARGS")``."""
     for where, text in (("PYSPARK_SUBMIT_ARGS", environ.get("PYSPARK_SUBMIT_ARGS", "")),

@@ -24,7 +24,7 @@ from mirrorlib.core.records import OffsetSync
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowStatus
 from mirrorlib.errors import CodecError
-from mirrorlib.runtime.workers import DOWN_GRACE_S, Supervisor
+from mirrorlib.runtime.workers.supervisor import DOWN_GRACE_S, Supervisor
 from mirrorlib.testing import BaseCluster, ClusterSet
 from tests.procs import children
 from tests.runtime.conftest import (
@@ -475,7 +475,7 @@ def test_a_down_slots_open_transaction_is_fenced_when_its_partitions_move(
     def command() -> list[str]:  # a slot's process cannot start until down_until
         if time.monotonic() < down_until[0]:
             return [str(tmp_path / "no-such-program")]
-        return [sys.executable, "-m", "mirrorlib.runtime.worker"]
+        return [sys.executable, "-m", "mirrorlib.runtime.workers.child"]
 
     offsets_partitions = len(end_offsets(b, s.offset_storage_topic))  # (as the metadata reads)
     supervisor = Supervisor(

@@ -1,4 +1,4 @@
-"""A stand-in for ``python -m mirrorlib.runtime.worker`` that copies nothing (supervisor tests).
+"""A stand-in for ``python -m mirrorlib.runtime.workers.child`` that copies nothing (supervisor tests).
 
 It answers every assignment, reports its partitions every 0.2 s (one record each), and exits on
 ``Stop`` or when its stdin ends. Environment variables change it:
@@ -41,7 +41,7 @@ from mirrorlib.core.workerproto import (
     Start,
     Stop,
 )
-from mirrorlib.runtime.frames import read_frame, write_frame
+from mirrorlib.runtime.workers.frames import read_frame, write_frame
 
 Key = tuple[str, int]
 

@@ -1,6 +1,6 @@
-"""A copier worker process of one flow (``tasks.max`` > 1): ``python -m mirrorlib.runtime.worker``.
+"""A copier worker process of one flow (``tasks.max`` > 1): ``python -m mirrorlib.runtime.workers.child``.
 
-Started by its parent's supervisor (:mod:`mirrorlib.runtime.workers`), which talks to it over
+Started by its parent's supervisor (:mod:`mirrorlib.runtime.workers.supervisor`), which talks to it over
 stdin and stdout in the frames of :mod:`mirrorlib.core.workerproto` (the worker's own output
 goes to stderr, the parent's log). It runs one :class:`~mirrorlib.kafka.copier.Copier` in
 worker mode: the partitions its parent assigns, a transactional producer with its slot's id,
@@ -28,7 +28,7 @@ offset syncs handed to the parent. It ends:
 Its last message, :class:`~mirrorlib.core.workerproto.Exit`, says whether it ended *cleanly*
 (stopped, its last transaction committed or aborted): the parent fences the transactional id
 of a slot whose process did not (killed, crashed, its last commit failed), see
-:mod:`mirrorlib.runtime.workers`.
+:mod:`mirrorlib.runtime.workers.supervisor`.
 
 **Its end.** The worker reads its parent's frames from the stdin pipe's file descriptor,
 unbuffered, in a daemon thread, and ends with ``os._exit`` once its frames and its log are
@@ -76,9 +76,9 @@ from mirrorlib.core.workerproto import (
 )
 from mirrorlib.kafka.copier import Copier, DirectAssignment
 from mirrorlib.kafka.positions import PositionStore
-from mirrorlib.runtime.frames import read_frame, write_frame
 from mirrorlib.runtime.process import tune_gc
 from mirrorlib.runtime.signals import stop_on_signals
+from mirrorlib.runtime.workers.frames import read_frame, write_frame
 
 __all__ = ["ORPHAN_DEADLINE_S", "main"]
 

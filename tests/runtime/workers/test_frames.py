@@ -8,7 +8,7 @@ import pytest
 
 from mirrorlib.core.catalog import RemoteTopic
 from mirrorlib.core.workerproto import MAX_FRAME, Applied, Assign, Topics, WorkerProtocolError
-from mirrorlib.runtime.frames import read_frame, write_frame
+from mirrorlib.runtime.workers.frames import read_frame, write_frame
 
 
 def test_frames_round_trip_and_end_with_none() -> None:

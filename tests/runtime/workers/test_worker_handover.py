@@ -15,7 +15,7 @@ import pytest
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import read_all, wait_for
 from tests.runtime.test_delivery import Load, assert_each_once
-from tests.runtime.test_worker_signals import Run, copying
+from tests.runtime.workers.test_worker_signals import Run, copying
 
 pytestmark = pytest.mark.integration
 

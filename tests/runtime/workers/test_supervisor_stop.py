@@ -14,11 +14,11 @@ import time
 
 import pytest
 
+import mirrorlib.runtime.workers.supervisor as workers
 from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.errors import MirrorError
-from mirrorlib.runtime import workers
 from tests.runtime.conftest import wait_for
-from tests.runtime.test_supervisor import KEYS, Running, split_evenly
+from tests.runtime.workers.test_supervisor import KEYS, Running, split_evenly
 
 
 class Fences:

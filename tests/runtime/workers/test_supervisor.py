@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+import mirrorlib.runtime.workers.supervisor as workers
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import WorkerState
-from mirrorlib.runtime import workers
-from mirrorlib.runtime.workers import Supervisor
+from mirrorlib.runtime.workers.supervisor import Supervisor
 from tests.runtime.conftest import offline_settings, wait_for
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
@@ -369,7 +369,7 @@ def test_a_down_slots_partitions_move_while_its_transactional_id_is_fenced(
     r = Running(KEYS)
     r.thread.start()
     try:
-        with caplog.at_level(logging.INFO, logger="mirrorlib.runtime.workers"):
+        with caplog.at_level(logging.INFO, logger="mirrorlib.runtime.workers.supervisor"):
             rows = wait_for("two workers", lambda: split_evenly(r), timeout=30)
             pid = rows[1][0]
             assert pid is not None

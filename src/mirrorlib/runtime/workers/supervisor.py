@@ -2,7 +2,7 @@
 
 :class:`WorkerPlane` is the data plane of a flow with ``tasks.max = N > 1``: instead of the
 in-process copier thread (:class:`~mirrorlib.runtime.flow.CopierPlane`), a :class:`Supervisor`
-runs N copier worker OS processes (``python -m mirrorlib.runtime.worker``; threads would share
+runs N copier worker OS processes (``python -m mirrorlib.runtime.workers.child``; threads would share
 one GIL), numbered *slots* 0..N-1, each copying a disjoint set of the flow's partitions. The
 parent keeps the control plane (metadata, checkpoints, heartbeats, status) and writes the
 workers' offset syncs.
@@ -107,8 +107,8 @@ from mirrorlib.errors import MirrorError
 from mirrorlib.kafka.fencing import FENCE_TIMEOUT_S, fence_transactional_id
 from mirrorlib.kafka.membership import GroupShare
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
-from mirrorlib.runtime.frames import read_frame, write_frame
-from mirrorlib.runtime.worker_status import WorkerReporter
+from mirrorlib.runtime.workers.frames import read_frame, write_frame
+from mirrorlib.runtime.workers.status import WorkerReporter
 
 __all__ = ["DOWN_GRACE_S", "REBALANCE_S", "UNRESPONSIVE_S", "Supervisor", "WorkerPlane"]
 
@@ -312,7 +312,7 @@ def _also(error: str | None, more: str) -> str:
 
 
 def _worker_command() -> list[str]:
-    return [sys.executable, "-m", "mirrorlib.runtime.worker"]
+    return [sys.executable, "-m", "mirrorlib.runtime.workers.child"]
 
 
 class Supervisor:
@@ -1081,7 +1081,7 @@ class WorkerPlane:
     """The data plane of a flow with ``tasks.max`` > 1 (see the module): a :class:`Supervisor`
     thread (``supervisor``) with its worker processes, the group membership thread, and a
     thread publishing the workers for ``mirrorlib status``
-    (:class:`~mirrorlib.runtime.worker_status.WorkerReporter`).
+    (:class:`~mirrorlib.runtime.workers.status.WorkerReporter`).
 
     ``unresponsive_after``: seconds without a report after which a worker is replaced."""
 

@@ -13,7 +13,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import SlotInfo, WorkerReport, WorkerState
 from mirrorlib.kafka.worker_reports import WorkerReportWriter, read_worker_reports
-from mirrorlib.runtime.worker_status import WorkerReporter, copier_slot
+from mirrorlib.runtime.workers.status import WorkerReporter, copier_slot
 from mirrorlib.testing import ClusterSet
 from tests.runtime.conftest import config, offline_settings
 

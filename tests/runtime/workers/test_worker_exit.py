@@ -1,4 +1,4 @@
-"""How a copier worker process ends (``python -m mirrorlib.runtime.worker``): no Kafka needed."""
+"""How a copier worker process ends (``python -m mirrorlib.runtime.workers.child``): no Kafka needed."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 import time
 
 from mirrorlib.core.workerproto import EXIT_FENCED, Exit, Start
-from mirrorlib.runtime.frames import read_frame, write_frame
+from mirrorlib.runtime.workers.frames import read_frame, write_frame
 from tests.runtime.conftest import offline_settings
 
-WORKER = [sys.executable, "-m", "mirrorlib.runtime.worker"]
+WORKER = [sys.executable, "-m", "mirrorlib.runtime.workers.child"]
 
 
 def test_a_worker_ending_while_its_parent_keeps_the_pipe_open_exits_with_its_own_status() -> None:

@@ -194,7 +194,7 @@ def install() -> None:
     """Wrap the copier's clients and batch-level methods (call before the copier starts)."""
     from confluent_kafka import Consumer, Producer
 
-    from mirrorlib.kafka import copier
+    from mirrorlib.kafka.copier import loop as copier
 
     probe = PROBE
     clock = time.perf_counter

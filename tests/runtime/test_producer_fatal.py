@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-import mirrorlib.kafka.copier
+import mirrorlib.kafka.copier.loop
 from mirrorlib import MirrorConfig, Replicator
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.testing import BaseCluster, ClusterSet
@@ -54,7 +54,7 @@ def record_producers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Producer]
             super().__init__(conf)
             created.append(self)
 
-    monkeypatch.setattr(mirrorlib.kafka.copier, "Producer", Recorded)
+    monkeypatch.setattr(mirrorlib.kafka.copier.loop, "Producer", Recorded)
     yield created
 
 
@@ -151,7 +151,7 @@ def test_a_fatal_error_with_records_in_flight_loses_nothing(
             if value == b"199" and len(created) == 1:  # the last record; the first producer
                 provoke_fatal_error(self, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
 
-    monkeypatch.setattr(mirrorlib.kafka.copier, "Producer", DiesInFlight)
+    monkeypatch.setattr(mirrorlib.kafka.copier.loop, "Producer", DiesInFlight)
     topic = "inflight.t"
     cfg = config(two_clusters, ["A->B"], **{"A->B.topics": "inflight\\..*"})
     got, seen = run(two_clusters, topic, cfg, lambda: None)

@@ -181,7 +181,7 @@ class GroupShare:
     def _fenced(self, err: Any) -> None:
         """Another process joined the flow's group with this node's ``group.instance.id``: this
         node owns nothing any more (its workers drop their partitions) and its flow fails,
-        saying why (see ``mirrorlib.kafka.copier.Copier``, which does the same with
+        saying why (see ``mirrorlib.kafka.copier.loop.Copier``, which does the same with
         ``tasks.max`` = 1)."""
         with self._lock:
             self._owned = frozenset()

@@ -55,9 +55,9 @@ from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf, consumer_dead
 from mirrorlib.kafka.admin import ClusterAdmin, kafka_error
+from mirrorlib.kafka.copier.parking import fatal_error, producer_died
 from mirrorlib.kafka.incarnations import describe_ids
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
-from mirrorlib.kafka.parking import fatal_error, producer_died
 from mirrorlib.kafka.positions import PositionStore
 
 __all__ = [

@@ -38,7 +38,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.stalls import StallWatch
 from mirrorlib.core.status import FlowState
 from mirrorlib.errors import ConfigError, MirrorError
-from mirrorlib.kafka.copier import Copier
+from mirrorlib.kafka.copier.loop import Copier
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.probe import unreachable
 from mirrorlib.runtime.checkpoints import CheckpointTask

@@ -74,7 +74,7 @@ from mirrorlib.core.workerproto import (
     parent_silence_limit,
     report_of,
 )
-from mirrorlib.kafka.copier import Copier, DirectAssignment
+from mirrorlib.kafka.copier.loop import Copier, DirectAssignment
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.runtime.process import tune_gc
 from mirrorlib.runtime.signals import stop_on_signals

@@ -1,5 +1,5 @@
 """Which client errors mean that the copier's producer is dead
-(:func:`~mirrorlib.kafka.parking.fatal_error`): it is recreated, not parked at the record; and
+(:func:`~mirrorlib.kafka.copier.parking.fatal_error`): it is recreated, not parked at the record; and
 what the copier does with a source position outside the log."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from mirrorlib import MirrorConfig
 from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
-from mirrorlib.kafka.commit import PositionCommitter
-from mirrorlib.kafka.parking import Parking, fatal_error, producer_died
-from mirrorlib.kafka.parts import CopierContext, Part
+from mirrorlib.kafka.copier.commit import PositionCommitter
+from mirrorlib.kafka.copier.parking import Parking, fatal_error, producer_died
+from mirrorlib.kafka.copier.parts import CopierContext, Part
 
 
 @pytest.mark.parametrize(

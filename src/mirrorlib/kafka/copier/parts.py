@@ -2,8 +2,8 @@
 (:class:`Part`) and the :class:`CopierContext` (settings, partition map, source consumer...).
 
 The copier (:mod:`mirrorlib.kafka.copier`) owns the clients and the loop; how it gets its
-partitions (:mod:`mirrorlib.kafka.assignment`) and what it does with refused records and lost
-offsets (:mod:`mirrorlib.kafka.parking`) work on the same partition map through this context.
+partitions (:mod:`mirrorlib.kafka.copier.assignment`) and what it does with refused records and lost
+offsets (:mod:`mirrorlib.kafka.copier.parking`) work on the same partition map through this context.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from mirrorlib.core.catalog import RemoteTopic
 from mirrorlib.core.counters import PartitionStats, StatsRegistry
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
-from mirrorlib.kafka.commit import Committer
+from mirrorlib.kafka.copier.commit import Committer
 
 __all__ = ["CopierContext", "Part"]
 

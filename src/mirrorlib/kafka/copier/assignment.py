@@ -33,9 +33,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirrorlib.core.catalog import TopicCatalog
 from mirrorlib.core.incarnations import Incarnation, StartKind, resume
 from mirrorlib.core.pacing import batch_budget
+from mirrorlib.kafka.copier.parts import CopierContext, Part
 from mirrorlib.kafka.fencing import DepartedFence
 from mirrorlib.kafka.incarnations import TopicIds
-from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.static_member import leave_group
 
@@ -87,7 +87,7 @@ class DirectAssignment:
 
 class Assignment:
     """The copier's partitions: follows the catalog (subscription, remote topics) and the group
-    or the ``direct`` assignment, adding and removing :class:`~mirrorlib.kafka.parts.Part`\\ s of
+    or the ``direct`` assignment, adding and removing :class:`~mirrorlib.kafka.copier.parts.Part`\\ s of
     the shared partition map (see the module).
 
     ``refresh_metadata`` makes the target producer learn the partitions of grown remote topics."""

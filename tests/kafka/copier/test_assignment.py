@@ -12,8 +12,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirrorlib.core.catalog import RemoteTopic, TopicCatalog
 from mirrorlib.core.counters import StatsRegistry
 from mirrorlib.core.syncs import OffsetSyncEmitter
-from mirrorlib.kafka.assignment import Assignment
-from mirrorlib.kafka.parts import CopierContext
+from mirrorlib.kafka.copier.assignment import Assignment
+from mirrorlib.kafka.copier.parts import CopierContext
 from mirrorlib.kafka.positions import PositionStore
 from tests.runtime.conftest import offline_settings
 

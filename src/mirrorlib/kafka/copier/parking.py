@@ -29,7 +29,7 @@ from mirrorlib.core.incarnations import out_of_range
 from mirrorlib.core.pacing import RECORD_OVERHEAD, halved_budget, record_size
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import consumer_dead
-from mirrorlib.kafka.parts import CopierContext, Part
+from mirrorlib.kafka.copier.parts import CopierContext, Part
 
 __all__ = ["Parking", "fatal_error", "producer_died"]
 
@@ -78,7 +78,7 @@ class Parking:
         self._ctx = ctx
         self._refresh_metadata = refresh_metadata
         #: describes the topic's IDs again; True when it was re-created (its partitions are
-        #: assigned again: mirrorlib.kafka.assignment); set by the copier
+        #: assigned again: mirrorlib.kafka.copier.assignment); set by the copier
         self.recheck: Callable[[str], bool] = lambda _topic: False
 
     # -- refusals --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from mirrorlib.core.counters import PartitionStats
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.core.transactions import CAUGHT_UP_MIN_AGE_S, COMMIT_SHARE
-from mirrorlib.kafka.commit import (
+from mirrorlib.kafka.copier.commit import (
     Committer,
     PositionCommitter,
     TransactionCommitter,

@@ -17,7 +17,7 @@ Delivery guarantees
   and continuing with the gap counted in ``lost-records``. A position past the end of the same
   log (truncated) resumes at the new end, with a warning. A topic deleted and created again (a
   new topic id, source or remote) is a new incarnation, copied from its first offset with a
-  warning (:mod:`mirrorlib.core.incarnations`; :mod:`mirrorlib.kafka.assignment`). A record the
+  warning (:mod:`mirrorlib.core.incarnations`; :mod:`mirrorlib.kafka.copier.assignment`). A record the
   target refuses (e.g. too large) stops its partition at that record, with the error in the
   status, and is retried with back-off; later records of that partition are never acknowledged
   past it.
@@ -61,13 +61,13 @@ Structure
 The copier owns its clients (opened, closed, recreated when dead or stuck) and the consume ->
 produce loop with its per-record hot path, pacing and acknowledgements. How it gets its
 partitions (group subscription or direct assignment, start offsets) is
-:mod:`mirrorlib.kafka.assignment`; what it does with refused or too large records and lost
-offsets (parking, retrying, resending, data loss) is :mod:`mirrorlib.kafka.parking`; both work on
-the copier's partition map through a :class:`~mirrorlib.kafka.parts.CopierContext`. What a
+:mod:`mirrorlib.kafka.copier.assignment`; what it does with refused or too large records and lost
+offsets (parking, retrying, resending, data loss) is :mod:`mirrorlib.kafka.copier.parking`; both work on
+the copier's partition map through a :class:`~mirrorlib.kafka.copier.parts.CopierContext`. What a
 delivery report means is :mod:`mirrorlib.core.acks` (per-partition in-flight records, matched
 with the reports a run at a time; no Kafka client); when acknowledged records become stored
 positions (and, for exactly-once, committed transactions) is a
-:class:`~mirrorlib.kafka.commit.Committer` (:mod:`mirrorlib.kafka.commit`); the batch sizing of
+:class:`~mirrorlib.kafka.copier.commit.Committer` (:mod:`mirrorlib.kafka.copier.commit`); the batch sizing of
 paced partitions is :mod:`mirrorlib.core.pacing`. The loop calls those once per batch or per
 round, never per record.
 
@@ -82,10 +82,10 @@ processes get its partitions at once.
 Worker mode (``tasks.max`` > 1)
 -------------------------------
 A copier worker process (:mod:`mirrorlib.runtime.workers.child`) runs a copier with a
-:class:`~mirrorlib.kafka.assignment.DirectAssignment`: no group, ``assign`` of the partitions its
+:class:`~mirrorlib.kafka.copier.assignment.DirectAssignment`: no group, ``assign`` of the partitions its
 parent gives it (incrementally), each resumed from its stored position; and a
 ``transactional_id`` of its own slot: whatever the delivery mode, records and positions go
-through the exactly-once :class:`~mirrorlib.kafka.commit.TransactionCommitter` (the fence of the
+through the exactly-once :class:`~mirrorlib.kafka.copier.commit.TransactionCommitter` (the fence of the
 slot), and a producer that dies (fenced by a newer process of the slot, or any fatal error)
 ends the copier (:attr:`Copier.fenced`) instead of being recreated with the same id. Its offset
 syncs go to a ``sync_sink`` (the parent writes them).
@@ -114,17 +114,17 @@ from mirrorlib.core.status import FlowState
 from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf, client_log
-from mirrorlib.kafka.assignment import Assignment, DirectAssignment
-from mirrorlib.kafka.commit import Committer, TransactionCommitter, committer_for
+from mirrorlib.kafka.copier.assignment import Assignment, DirectAssignment
+from mirrorlib.kafka.copier.commit import Committer, TransactionCommitter, committer_for
+from mirrorlib.kafka.copier.parking import Parking, fatal_error
+from mirrorlib.kafka.copier.parts import CopierContext, Part
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
-from mirrorlib.kafka.parking import Parking, fatal_error
-from mirrorlib.kafka.parts import CopierContext, Part
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.static_member import fenced_reason, member_fenced
 
 __all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirrorlib.kafka.copier")  # the copier logs as one (assignment, parking)
 
 #: back-off (seconds) of a copier restart (a parked partition's: PartitionProgress.retries)
 _BACKOFF_BASE_S, _BACKOFF_CAP_S = 1.0, 60.0

@@ -6,12 +6,12 @@ process (issue 13: what a batch boundary costs the task itself).
 
 Starts two local clusters; per round and variant (alternated) preloads a new topic with
 ``--records`` records of ``--size`` bytes and copies it A -> B with
-:func:`mirrorlib.kafka.ranges.copy_ranges`, the body of a Spark copy task, in ``TASKS``
+:func:`mirrorlib.kafka.ranges.executor.copy_ranges`, the body of a Spark copy task, in ``TASKS``
 successive calls (every partition's range cut in ``TASKS`` equal parts, as a backfill's
 batches cut it), after one warm-up call that builds the process's task clients. ``KEY=VALUE``
 are extra ``mm2.properties`` lines (e.g. ``A.consumer.queued.min.messages=100000``). Records
 per second over all calls, and per call its seconds and its wait for the first record
-(:attr:`~mirrorlib.kafka.ranges.CopyResult.first_record_s`), go to ``bench/results``.
+(:attr:`~mirrorlib.kafka.ranges.executor.CopyResult.first_record_s`), go to ``bench/results``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from bench import kio
 from mirrorlib import MirrorConfig
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka.ranges import copy_ranges
+from mirrorlib.kafka.ranges.executor import copy_ranges
 from mirrorlib.testing import JvmOptions, mm2_properties, start_clusters
 
 ROOT = Path(__file__).resolve().parent.parent

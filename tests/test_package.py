@@ -330,8 +330,8 @@ def test_builtin_second_bases_keep_old_except_clauses_working() -> None:
 
 def test_exceptions_stay_importable_where_they_were() -> None:
     from mirrorlib import errors
-    from mirrorlib.kafka import ranges
     from mirrorlib.kafka.copier import loop as copier
+    from mirrorlib.kafka.ranges import executor as ranges
     from mirrorlib.runtime import failover
 
     assert copier.DataLossError is ranges.DataLossError is errors.DataLossError

@@ -18,7 +18,7 @@ from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.status import FlowState
 from mirrorlib.core.worker_reports import WorkerState
 from mirrorlib.errors import KafkaRequestError, TopicAuthorizationError
-from mirrorlib.kafka.ranges import CopyResult, PartitionResult
+from mirrorlib.kafka.ranges.executor import CopyResult, PartitionResult
 from mirrorlib.spark.plane import CopyBatches, ParkedLog, driver_slot
 from mirrorlib.spark.planner import PlanLog
 from tests.runtime.conftest import offline_settings

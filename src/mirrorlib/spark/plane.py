@@ -6,7 +6,7 @@ Python process) plans the batch's offset ranges (:mod:`mirrorlib.spark.planner`,
 flow's checkpoint location before anything is copied), merges what parked partitions still owe,
 and packs them by pending bytes into copy tasks
 (``SparkContext.parallelize(...).mapPartitions``) that consume and produce the records
-themselves (:func:`mirrorlib.kafka.ranges.copy_ranges`) and return only small results. Spark
+themselves (:func:`mirrorlib.kafka.ranges.executor.copy_ranges`) and return only small results. Spark
 schedules and retries the tasks; the batch is committed in the checkpoint once the function
 returns, so a batch cut short (driver or executor killed, task failed) is copied again from the
 same plan (at-least-once).
@@ -45,14 +45,8 @@ from mirrorlib.errors import (
     MirrorError,
     RecordRefusedError,
 )
-from mirrorlib.kafka.ranges import (
-    CopyResult,
-    PartitionResult,
-    SourceView,
-    copy_ranges,
-    position_producer,
-    store_positions,
-)
+from mirrorlib.kafka.ranges.driver import SourceView, position_producer, store_positions
+from mirrorlib.kafka.ranges.executor import CopyResult, PartitionResult, copy_ranges
 from mirrorlib.runtime.workers.status import WorkerReporter, copier_slot, partition_loads
 from mirrorlib.spark.checkpoint import CheckpointFiles, refuse_earlier_checkpoint
 from mirrorlib.spark.planner import BatchPlanner, PlanLog
@@ -92,7 +86,7 @@ def flow_directory(checkpoint_location: str, flow: FlowConfig | FlowSettings) ->
 
 def _load_copier(_: Iterable[int]) -> Iterator[int]:
     """The body of a warm-up task: import the copy task's modules in the Python worker."""
-    import mirrorlib.kafka.ranges  # noqa: F401
+    import mirrorlib.kafka.ranges.executor  # noqa: F401
 
     yield 0
 

@@ -20,7 +20,7 @@ from mirrorlib.core import batches, incarnations
 from mirrorlib.core.batches import TP, Plan
 from mirrorlib.core.incarnations import Incarnation
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka.ranges import SourceView
+from mirrorlib.kafka.ranges.driver import SourceView
 
 if TYPE_CHECKING:
     from mirrorlib.spark.checkpoint import CheckpointFiles
@@ -119,7 +119,7 @@ class BatchPlanner:
 
     def initial(self) -> dict[TP, int]:
         """Where a new query starts each copyable partition (see
-        :meth:`~mirrorlib.kafka.ranges.SourceView.starting_offsets`)."""
+        :meth:`~mirrorlib.kafka.ranges.driver.SourceView.starting_offsets`)."""
         self._prepared()
         if self._initial is not None:
             start, self._initial = self._initial, None

@@ -1,4 +1,4 @@
-"""Copy tasks' Kafka I/O (mirrorlib.kafka.ranges) against real clusters, without Spark."""
+"""Copy tasks' Kafka I/O (mirrorlib.kafka.ranges.executor) against real clusters, without Spark."""
 
 from __future__ import annotations
 
@@ -10,16 +10,11 @@ import attrs
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-import mirrorlib.kafka.ranges
+import mirrorlib.kafka.ranges.executor
 from mirrorlib.core.batches import Range
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.errors import ClusterTimeoutError, MirrorError
-from mirrorlib.kafka.ranges import (
-    SourceView,
-    copy_ranges,
-    kept_clients,
-    store_positions,
-)
+from mirrorlib.kafka.ranges.executor import copy_ranges, kept_clients
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique
 from tests.kafka.librdkafka_hooks import provoke_fatal_error
@@ -105,52 +100,6 @@ def test_a_failed_task_closes_its_clients_instead_of_keeping_them(
     assert kept_clients() == kept
 
 
-def test_stored_positions_are_where_a_new_query_starts(
-    two_clusters: ClusterSet,
-) -> None:
-    a, b = two_clusters
-    topic, offsets_topic = unique("rg"), unique("offsets")
-    a.create_topic(topic, 2)
-    b.create_topic(f"A.{topic}", 2)
-    b.create_topic(offsets_topic, 3)
-    produce(a, topic, [{"value": b"v", "partition": p, "timestamp": TS0} for p in (0, 1)] * 5)
-    cfg = config(two_clusters, ["A->B"], **{"offset.storage.topic": offsets_topic})
-    (flow,) = cfg.pairs_for_targets(["B"])
-    s = FlowSettings.from_config(cfg, flow)
-    assert s.offset_storage_topic == offsets_topic
-    store_positions(s, 3, {(topic, 0): 3, (topic, 1): 1})
-    view = SourceView(s, offsets_topic_partitions=3)
-    try:
-        assert view.starting_offsets([(topic, 0), (topic, 1)]) == {(topic, 0): 4, (topic, 1): 2}
-    finally:
-        view.close()
-
-
-def test_the_source_view_waits_for_remote_partitions_a_backfill_would_pin(
-    two_clusters: ClusterSet,
-) -> None:
-    a, b = two_clusters
-    topic = unique("rg")
-    a.create_topic(topic, 2)
-    cfg = config(two_clusters, ["A->B"], **{"A->B.topics": topic})
-    (flow,) = cfg.pairs_for_targets(["B"])
-    view = SourceView(FlowSettings.from_config(cfg, flow), offsets_topic_partitions=25)
-    try:
-        # (other source topics of the shared clusters may count too: heartbeats topics are
-        # replicated whatever `topics` says)
-        started = time.monotonic()
-        view.settle(1.0)  # no remote topic: gives up after the timeout
-        assert view.missing >= 2
-        assert time.monotonic() - started >= 1.0
-        assert topic not in view.copyable()
-        b.create_topic(f"A.{topic}", 2)
-        view.settle(10.0)
-        assert view.copyable(force=True).get(topic) == 2
-        assert [tp for tp in view.partitions() if tp[0] == topic] == [(topic, 0), (topic, 1)]
-    finally:
-        view.close()
-
-
 def test_a_fatal_producer_error_fails_the_task_instead_of_parking(
     two_clusters: ClusterSet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,7 +117,7 @@ def test_a_fatal_producer_error_fails_the_task_instead_of_parking(
             if args[1] == b"v49":
                 provoke_fatal_error(self, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
 
-    monkeypatch.setattr(mirrorlib.kafka.ranges, "Producer", DiesAfterTheLastRecord)
+    monkeypatch.setattr(mirrorlib.kafka.ranges.executor, "Producer", DiesAfterTheLastRecord)
     # a configuration of its own: the task builds new clients with the patched producer
     dying = attrs.evolve(s, target_producer={**s.target_producer, "client.id": unique("dies")})
     with pytest.raises(MirrorError, match="OUT_OF_ORDER_SEQUENCE_NUMBER"):

@@ -17,7 +17,8 @@ from confluent_kafka import Producer
 from mirrorlib.core.batches import Range
 from mirrorlib.core.connect_offsets import SourcePosition, murmur2_partition
 from mirrorlib.core.settings import FlowSettings
-from mirrorlib.kafka.ranges import SourceView, copy_ranges, store_positions
+from mirrorlib.kafka.ranges.driver import SourceView, store_positions
+from mirrorlib.kafka.ranges.executor import copy_ranges
 from mirrorlib.runtime.operations import flow_status, select_flows, verify_flow
 from mirrorlib.testing import ClusterSet
 from tests.kafka._util import unique

@@ -116,10 +116,11 @@ from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import client_conf, client_log
 from mirrorlib.kafka.copier.assignment import Assignment, DirectAssignment
 from mirrorlib.kafka.copier.commit import Committer, TransactionCommitter, committer_for
-from mirrorlib.kafka.copier.parking import Parking, fatal_error
+from mirrorlib.kafka.copier.parking import Parking
 from mirrorlib.kafka.copier.parts import CopierContext, Part
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
+from mirrorlib.kafka.produce import fatal_error, produce_waiting
 from mirrorlib.kafka.static_member import fenced_reason, member_fenced
 
 __all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
@@ -515,7 +516,6 @@ class Copier:
         last_off = -1
         last_ts = 0
         nbytes = 0
-        stopped = False
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -556,32 +556,26 @@ class Copier:
                 continue
             offset = msg.offset()
             try:
-                while True:
-                    try:
-                        # positional: topic, value, key, partition, callback, on_delivery,
-                        # timestamp, headers (no keyword dict per record)
-                        produce(
-                            remote,
-                            value,
-                            msg.key(),
-                            partition,
-                            dr,
-                            None,
-                            ts if ts > 0 else 0,
-                            msg.headers(),
-                        )
-                        break
-                    except BufferError:  # queue full: serve delivery reports, then retry
-                        if self._stopping.is_set():  # (the target may be down for minutes)
-                            stopped = True
-                            break
-                        self._producer.poll(0.05)
+                try:
+                    # positional: topic, value, key, partition, callback, on_delivery,
+                    # timestamp, headers (no keyword dict per record)
+                    produce(
+                        remote,
+                        value,
+                        msg.key(),
+                        partition,
+                        dr,
+                        None,
+                        ts if ts > 0 else 0,
+                        msg.headers(),
+                    )
+                except BufferError:  # queue full: serve delivery reports, then retry
+                    if not self._produce_waiting(part, msg, ts):
+                        break  # stopping: this record and the rest are copied after a restart
             except KafkaException as exc:
                 refused(part, offset, exc)
                 skip = bool(part.parked_until)
                 continue
-            if stopped:  # not produced: this record and the rest are copied after a restart
-                break
             sent_append(offset)
             last_off = offset
             last_ts = ts
@@ -632,7 +626,7 @@ class Copier:
             ts = msg.timestamp()[1]
             offset = msg.offset()
             try:
-                if not self._produce_paced(part, msg, ts):
+                if not self._produce_waiting(part, msg, ts):
                     break  # stopping: the rest is copied again after a restart
             except KafkaException as exc:
                 self._parking.refused(part, offset, exc)
@@ -644,25 +638,14 @@ class Copier:
         if last_off >= 0:
             self._end_run(part, last_off, last_ts, nbytes)
 
-    def _produce_paced(self, part: Part, msg: Any, ts: int) -> bool:
-        """Produce ``msg``; False when the queue is full and a stop was requested."""
-        while True:
-            try:
-                self._producer.produce(
-                    part.remote,
-                    msg.value(),
-                    msg.key(),
-                    part.key[1],
-                    part.on_delivery,
-                    None,
-                    ts if ts > 0 else 0,
-                    msg.headers(),
-                )
-                return True
-            except BufferError:  # queue full: serve delivery reports, then retry
-                if self._stopping.is_set():  # (the target may be down for minutes)
-                    return False
-                self._producer.poll(0.05)
+    def _produce_waiting(self, part: Part, msg: Any, ts: int) -> bool:
+        """Produce ``msg`` (with back-pressure); False when the queue is full and a stop was
+        requested."""
+        producer = self._producer
+        return produce_waiting(
+            producer.produce, producer.poll, part.remote, part.key[1], msg, ts, part.on_delivery,
+            self._stopping,
+        )  # fmt: skip
 
     # -- acknowledgements ------------------------------------------------------------------------
 

@@ -26,44 +26,16 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirrorlib.core.acks import Acknowledged, PartitionProgress
 from mirrorlib.core.incarnations import out_of_range
-from mirrorlib.core.pacing import RECORD_OVERHEAD, halved_budget, record_size
 from mirrorlib.errors import DataLossError
 from mirrorlib.kafka import consumer_dead
 from mirrorlib.kafka.copier.parts import CopierContext, Part
+from mirrorlib.kafka.produce import WITHDRAWN, fatal_error, producer_died, smaller_batches
+from mirrorlib.kafka.produce import too_large as too_large_reason
 
-__all__ = ["Parking", "fatal_error", "producer_died"]
+__all__ = ["Parking"]
 
 # the copier's records: logged under its name
 log = logging.getLogger("mirrorlib.kafka.copier")
-
-# errors of a produce call or delivery report that mean the producer itself is dead (fenced by
-# another transactional producer, or a fatal idempotence error such as OUT_OF_ORDER_SEQUENCE)
-_PRODUCER_DEAD = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
-# errors of a delivery report that mean the record was withdrawn by the producer itself (its
-# transaction failed and is aborted), not refused by the target
-_WITHDRAWN = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-
-
-def fatal_error(err: object) -> KafkaError | None:
-    """``err`` (a ``KafkaError``, or a ``KafkaException`` carrying one) if it is fatal
-    to its client, else ``None``."""
-    if isinstance(err, KafkaException):
-        err = err.args[0] if err.args else None
-    if isinstance(err, KafkaError) and (err.fatal() or err.code() in _PRODUCER_DEAD):
-        return err
-    return None
-
-
-def producer_died(err: object, *, transactional: bool) -> KafkaError | None:
-    """The error of a delivery report if it means the producer died rather than the target
-    refused the record: a fatal error, or, for a producer that is not transactional (which never
-    purges its own queues), a record purged from them, as librdkafka does when its producer
-    dies."""
-    if (dead := fatal_error(err)) is not None:
-        return dead
-    if not transactional and isinstance(err, KafkaError) and err.code() in _WITHDRAWN:
-        return err
-    return None
 
 
 class Parking:
@@ -108,21 +80,14 @@ class Parking:
     def too_large(self, part: Part, msg: Any) -> bool:
         """Park the partition at a record the target topic's max.message.bytes would refuse."""
         assert part.max_bytes is not None
-        size = record_size(msg)
-        if size <= part.max_bytes:
+        reason = too_large_reason(msg, part.max_bytes, part.remote, self._ctx.s.target)
+        if reason is None:
             return False
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        offset = msg.offset()
         if part.probe_at == offset:  # a retry: the target decides (a refusal parks it again)
             part.probe_at = None
             return False
-        size -= RECORD_OVERHEAD
-        self.park(
-            part,
-            offset,
-            f"record {topic}-{partition}@{offset} ({size} bytes) is larger than "
-            f"max.message.bytes={part.max_bytes} of {part.remote} on {self._ctx.s.target}; "
-            f"raise it on the target topic to replicate it",
-        )
+        self.park(part, offset, reason)
         return True
 
     def refusals(self, part: Part, acks: Acknowledged) -> None:
@@ -141,7 +106,7 @@ class Parking:
         shrunk = withdrawn = False
         for upstream, msg in acks.refused:
             err: Any = msg.error()
-            if ctx.transactional and err.code() in _WITHDRAWN:
+            if ctx.transactional and err.code() in WITHDRAWN:
                 if not withdrawn:  # not refused: withdrawn with its transaction, sent again
                     self.resend(part, upstream)
                     withdrawn = True
@@ -165,19 +130,12 @@ class Parking:
         """After a ``MSG_SIZE_TOO_LARGE`` refusal of ``msg``: halve the partition's batch
         budget and return True, or return False when ``msg`` was sent alone (a real refusal)."""
         s = self._ctx.s
-        budget = halved_budget(part.budget, self._ctx.batch_size, msg)
+        budget = smaller_batches(
+            log, s.name, s.target, part.key, part.budget, self._ctx.batch_size, msg
+        )
         if budget is None:
             return False
         part.budget = budget
-        log.warning(
-            "flow %s: %s refused a batch of %s-%d as too large; sending batches of at most "
-            "%d bytes",
-            s.name,
-            s.target,
-            part.key[0],
-            part.key[1],
-            part.budget,
-        )
         return True
 
     # -- parking and moving back -----------------------------------------------------------------

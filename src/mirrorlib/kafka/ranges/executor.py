@@ -38,8 +38,6 @@ from mirrorlib.core.config.clients import replication_isolation
 from mirrorlib.core.pacing import (
     batch_budget,
     batch_length,
-    halved_budget,
-    record_size,
     size_check_above,
 )
 from mirrorlib.core.records import TopicPartition
@@ -48,8 +46,14 @@ from mirrorlib.core.syncs import OffsetSyncEmitter
 from mirrorlib.errors import ClusterTimeoutError, DataLossError
 from mirrorlib.kafka import client_conf, consumer_dead
 from mirrorlib.kafka.admin import kafka_error
-from mirrorlib.kafka.copier.parking import fatal_error, producer_died
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter, new_sync_producer
+from mirrorlib.kafka.produce import (
+    fatal_error,
+    produce_waiting,
+    producer_died,
+    smaller_batches,
+    too_large,
+)
 
 __all__ = [
     "CopyResult",
@@ -410,12 +414,11 @@ class _Copy:
             self.serve(0)  # raises the fatal error itself, served after the reports
             raise kafka_error(KafkaException(err), cluster=self.s.target, action="producing")
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            budget = halved_budget(lane.budget, self.batch_size, msg)
+            s = self.s
+            budget = smaller_batches(
+                log, s.name, s.target, lane.tp, lane.budget, self.batch_size, msg
+            )
             if budget is not None:
-                log.warning(
-                    "flow %s: %s refused a batch of %s-%d as too large; sending batches of at "
-                    "most %d bytes", self.s.name, self.s.target, *lane.tp, budget,
-                )  # fmt: skip
                 lane.budget = lane.result.budget = budget
                 lane.rewind = up
                 return
@@ -499,7 +502,7 @@ class _Copy:
                     msg.headers(),
                 )  # fmt: skip
             except (BufferError, KafkaException):
-                if not self._send(lane, msg, value, ts):
+                if not self._send(lane, msg, ts):
                     skip = True  # parked
                     continue
             produced(off)
@@ -523,34 +526,27 @@ class _Copy:
         raised since it was read; a refusal parks the partition all the same."""
         off = msg.offset()
         max_bytes = lane.max_bytes
-        if max_bytes is None or off == lane.result.start or record_size(msg) <= max_bytes:
+        if max_bytes is None or off == lane.result.start:
             return False
-        size = len(msg.key() or b"") + len(msg.value() or b"")
-        self._park(
-            lane, off, f"record {lane.tp[0]}-{lane.tp[1]}@{off} ({size} bytes) is larger "
-            f"than max.message.bytes={max_bytes} of {lane.remote} on {self.s.target}; "
-            "raise it on the target topic to replicate it",
-        )  # fmt: skip
+        reason = too_large(msg, max_bytes, lane.remote, self.s.target)
+        if reason is None:
+            return False
+        self._park(lane, off, reason)
         return True
 
-    def _send(self, lane: _Lane, msg: Any, value: Any, ts: int) -> bool:
+    def _send(self, lane: _Lane, msg: Any, ts: int) -> bool:
         """Produce one record, serving delivery reports while the local queue is full; returns
         whether it was produced (a refusal by the producer parks the partition)."""
-        produce: Any = self.producer.produce
-        while True:
-            try:
-                produce(
-                    lane.remote, value, msg.key(), lane.tp[1], lane.acks.on_delivery, None,
-                    ts if ts > 0 else 0, msg.headers(),
-                )  # fmt: skip
-                return True
-            except BufferError:
-                self.serve(0.05)  # the local queue is full: serve delivery reports
-            except KafkaException as exc:
-                if fatal_error(exc) is not None:  # the producer is dead: the task fails
-                    raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
-                self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
-                return False
+        try:
+            return produce_waiting(
+                self.producer.produce, self.serve, lane.remote, lane.tp[1], msg, ts,
+                lane.acks.on_delivery,
+            )  # fmt: skip
+        except KafkaException as exc:
+            if fatal_error(exc) is not None:  # the producer is dead: the task fails
+                raise kafka_error(exc, cluster=self.s.target, action="producing") from exc
+            self._park(lane, msg.offset(), f"{self.s.target} refused the record: {exc}")
+            return False
 
     def _send_batch(self, lane: _Lane, count: int) -> None:
         """Produce the next ``count`` records waiting in a paced lane."""
@@ -560,7 +556,7 @@ class _Copy:
             if self._oversized(lane, msg):
                 break
             off, value, ts = msg.offset(), msg.value(), msg.timestamp()[1]
-            if not self._send(lane, msg, value, ts):
+            if not self._send(lane, msg, ts):
                 break
             lane.acks.produced(off)
             lane.sizes.append(len(value) if value is not None else 0)

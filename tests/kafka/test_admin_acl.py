@@ -12,7 +12,8 @@ import pytest
 from mirrorlib.core.plans import AclRule, CreateTopic, SkippedAcl, SkipReason, TopicPlan, plan_acls
 from mirrorlib.core.policy import DefaultReplicationPolicy
 from mirrorlib.errors import AuthorizationError, TopicAuthorizationError
-from mirrorlib.kafka.admin import ClusterAdmin, to_acl_binding
+from mirrorlib.kafka.admin import ClusterAdmin
+from mirrorlib.kafka.convert import to_acl_binding
 from mirrorlib.testing import ClusterFactory, ClusterSet, external_clusters_from_env
 from tests.kafka._util import eventually, unique
 

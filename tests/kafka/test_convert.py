@@ -1,4 +1,5 @@
-"""Converters between confluent_kafka admin objects and mirrorlib.core.plans values (no broker)."""
+"""Converters between confluent_kafka admin objects and mirrorlib.core.plans values
+(mirrorlib.kafka.convert), and the error mapping of mirrorlib.kafka.admin (no broker)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ from mirrorlib.errors import (
     SecurityDisabledError,
     TopicAuthorizationError,
 )
-from mirrorlib.kafka.admin import (
+from mirrorlib.kafka.admin import kafka_error
+from mirrorlib.kafka.convert import (
     EntryConverter,
     from_acl_binding,
     from_config_entry,
-    kafka_error,
     to_acl_binding,
 )
 

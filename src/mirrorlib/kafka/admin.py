@@ -1,7 +1,8 @@
 """Snapshot a cluster and apply plans to it with confluent-kafka's ``AdminClient``.
 
 :class:`ClusterAdmin` is the I/O edge of :mod:`mirrorlib.core.plans`: it turns what a cluster says
-(topics, partition counts, described configs, ACL bindings) into the pure snapshot values, and
+(topics, partition counts, described configs, ACL bindings) into the pure snapshot values (the
+conversions themselves are :mod:`mirrorlib.kafka.convert`), and
 carries out a :class:`~mirrorlib.core.plans.Plan` (create topics, grow partitions, incrementally alter
 configs, create ACLs). It also creates MM2's single-partition compacted internal topics.
 
@@ -28,7 +29,6 @@ import attrs
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # implicit re-exports
-    AclBinding,
     AclBindingFilter,
     AdminClient,
     AlterConfigOpType,
@@ -44,9 +44,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclPermissionType as CkAclPermissionType,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    ConfigSource as CkConfigSource,
-)
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType as CkPatternType,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -54,17 +51,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from mirrorlib.core.plans import (
-    AclOperation,
-    AclPermission,
     AclRule,
     AlterTopicConfigs,
     CreateAcls,
     CreatePartitions,
     CreateTopic,
-    FrozenMap,
-    PatternType,
     Plan,
-    ResourceType,
     Step,
     TopicConfigEntry,
     TopicSnapshot,
@@ -87,6 +79,7 @@ from mirrorlib.errors import (
     UnsupportedVersionError,
 )
 from mirrorlib.kafka import client_conf
+from mirrorlib.kafka.convert import EntryConverter, enum_name, from_acl_binding, to_acl_binding
 
 __all__ = [
     "KAFKA_INTERNAL_TOPICS",
@@ -94,14 +87,10 @@ __all__ = [
     "BrokerInfo",
     "ClusterAdmin",
     "ClusterDescription",
-    "EntryConverter",
     "FreshAdmin",
     "Outcome",
-    "from_acl_binding",
-    "from_config_entry",
     "kafka_error",
     "list_offsets",
-    "to_acl_binding",
 ]
 
 log = logging.getLogger(__name__)
@@ -125,9 +114,6 @@ _ERRORS: Final[dict[int, type[KafkaRequestError]]] = {
     KafkaError.REQUEST_TIMED_OUT: ClusterTimeoutError,
 }
 
-# librdkafka calls the cluster ACL resource BROKER; Kafka's Java name is CLUSTER.
-_CK_RESOURCE_NAMES: Final = {"BROKER": "CLUSTER"}
-_RESOURCE_CK_NAMES: Final = {"CLUSTER": "BROKER"}
 _PROBE_NAME: Final = "__mirrorlib_authorizer_probe__"
 _UNCHANGED_CREATE: Final = frozenset({KafkaError.TOPIC_ALREADY_EXISTS})
 _TOLERATED_COMPACTED: Final = frozenset({
@@ -175,140 +161,9 @@ def _code(exc: BaseException) -> int | None:
     return None
 
 
-# -- converters between confluent_kafka objects and the pure values ------------------------------
-
-
-def _config_source_name(source: Any) -> str:
-    # confluent-kafka reports the source as a plain int (librdkafka's enum), or an enum
-    name = getattr(source, "name", None)
-    if name is None:
-        try:
-            name = CkConfigSource(int(source)).name
-        except (TypeError, ValueError):
-            name = "UNKNOWN_CONFIG"
-    return str(name)
-
-
-def from_config_entry(entry: Any) -> TopicConfigEntry:
-    """A :class:`~mirrorlib.core.plans.TopicConfigEntry` from a confluent-kafka ``ConfigEntry``."""
-    source = _config_source_name(entry.source)
-    return TopicConfigEntry(
-        entry.value,
-        is_default=bool(entry.is_default),
-        is_sensitive=bool(entry.is_sensitive),
-        is_read_only=bool(entry.is_read_only),
-        source=source,
-    )
-
-
-#: Most distinct converted config entries an :class:`EntryConverter` remembers.
-CONVERTED_ENTRIES_KEPT: Final = 200_000
 #: Topics whose DescribeConfigs resource a :class:`ClusterAdmin` keeps for its next describes
 #: (building one costs more than describing an unchanged topic; ~0.35 KiB each).
 CONFIG_RESOURCES_KEPT: Final = 200_000
-
-
-class EntryConverter:
-    """:func:`from_config_entry` remembering what it converted: entries with the same value
-    and flags give the same (frozen, shared) :class:`~mirrorlib.core.plans.TopicConfigEntry`.
-
-    Describing 100,000 topics yields millions of entries but few distinct ones (most are
-    defaults); sharing them makes a describe cheap and equal configs compare by identity.
-    At most ``kept`` distinct entries are remembered (forgotten all at once past that)."""
-
-    __slots__ = ("_kept", "_known")
-
-    def __init__(self, kept: int = CONVERTED_ENTRIES_KEPT) -> None:
-        self._kept = kept
-        self._known: dict[tuple[Any, ...], TopicConfigEntry] = {}
-
-    def __call__(self, entry: Any) -> TopicConfigEntry:
-        raw = (entry.value, entry.is_default, entry.is_sensitive, entry.is_read_only, entry.source)
-        try:
-            converted = self._known.get(raw)
-        except TypeError:  # an unhashable field: convert without remembering
-            return from_config_entry(entry)
-        if converted is None:
-            if len(self._known) >= self._kept:
-                self._known.clear()
-            converted = self._known[raw] = from_config_entry(entry)
-        return converted
-
-    def entries(
-        self,
-        described: Mapping[str, Any],
-        wanted: frozenset[str] | None = None,
-        previous: Mapping[str, TopicConfigEntry] | None = None,
-    ) -> Mapping[str, TopicConfigEntry]:
-        """Config name → converted entry of one described topic (only ``wanted`` names):
-        ``previous`` itself when it holds the same entries (nothing new is made)."""
-        if previous is not None and self._same(described, wanted, previous):
-            return previous
-        return FrozenMap(
-            (key, self(e)) for key, e in described.items() if wanted is None or key in wanted
-        )
-
-    def _same(
-        self,
-        described: Mapping[str, Any],
-        wanted: frozenset[str] | None,
-        previous: Mapping[str, TopicConfigEntry],
-    ) -> bool:
-        known = self._known
-        count = 0
-        for key, e in described.items():
-            if wanted is not None and key not in wanted:
-                continue
-            try:
-                converted = known.get(
-                    (e.value, e.is_default, e.is_sensitive, e.is_read_only, e.source)
-                )
-            except TypeError:
-                return False
-            if converted is None or previous.get(key) is not converted:
-                return False
-            count += 1
-        return count == len(previous)
-
-
-def _enum_name(value: Any) -> str:
-    return str(getattr(value, "name", value))
-
-
-def from_acl_binding(binding: Any) -> AclRule:
-    """An :class:`~mirrorlib.core.plans.AclRule` from a ``confluent_kafka.admin.AclBinding``."""
-    restype = _enum_name(binding.restype)
-    restype = _CK_RESOURCE_NAMES.get(restype, restype)
-
-    def known(enum: Any, name: str) -> Any:
-        try:
-            return enum(name)
-        except ValueError:
-            return enum("UNKNOWN")
-
-    return AclRule(
-        known(ResourceType, restype),
-        binding.name,
-        known(PatternType, _enum_name(binding.resource_pattern_type)),
-        binding.principal,
-        binding.host,
-        known(AclOperation, _enum_name(binding.operation)),
-        known(AclPermission, _enum_name(binding.permission_type)),
-    )
-
-
-def to_acl_binding(rule: AclRule) -> Any:
-    """A ``confluent_kafka.admin.AclBinding`` for an :class:`~mirrorlib.core.plans.AclRule`."""
-    restype = _RESOURCE_CK_NAMES.get(rule.resource_type.value, rule.resource_type.value)
-    return AclBinding(
-        CkResourceType[restype],
-        rule.resource_name,
-        CkPatternType[rule.pattern_type.value],
-        rule.principal,
-        rule.host,
-        CkAclOperation[rule.operation.value],
-        CkAclPermissionType[rule.permission.value],
-    )
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -841,7 +696,7 @@ class ClusterAdmin:
         )
         # requested explicitly, so "none" (librdkafka: None) means no operation is allowed
         # (brokers since Kafka 2.3, KIP-430, answer it)
-        allowed = {_enum_name(op) for op in (result.authorized_operations or ())}
+        allowed = {enum_name(op) for op in (result.authorized_operations or ())}
         if not allowed & {"DESCRIBE", "ALL"}:
             raise ClusterAuthorizationError(
                 f"describe ACLs on cluster {self.alias} failed: not authorized to DESCRIBE the "

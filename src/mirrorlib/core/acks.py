@@ -20,7 +20,7 @@ if every record of its partition before it was, so once a record is refused (its
 is acknowledged may become the stored position (at-least-once) or go into the open transaction's
 positions (exactly-once), and yields the offset syncs (:class:`~mirrorlib.core.syncs.OffsetSyncEmitter`,
 a whole run with :meth:`~mirrorlib.core.syncs.OffsetSyncEmitter.record_run` when it is contiguous
-on both sides). Writing them is the committers' business (:mod:`mirrorlib.kafka.commit`).
+on both sides). Writing them is the committers' business (:mod:`mirrorlib.kafka.copier.commit`).
 
 :class:`PartitionProgress` adds what the copier and its committers know of a partition's
 replication progress: the last acknowledged upstream offset, the offset it is blocked at, the

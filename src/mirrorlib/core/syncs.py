@@ -20,7 +20,7 @@ start). For an acknowledged record ``(up, down)`` a sync is *due* when any of th
 * ``down < prev_down`` -- the downstream topic was truncated or recreated;
 * only with ``sync_downstream_gaps`` (beyond MM2, whose copier writes no transactions):
   ``down - prev_down > 1`` -- a downstream gap, i.e. a transactional copier's commit marker.
-  With the newest sync of each transaction promoted at its commit (:mod:`mirrorlib.kafka.commit`),
+  With the newest sync of each transaction promoted at its commit (:mod:`mirrorlib.kafka.copier.commit`),
   a partition gets a sync on both sides of every marker, so exact translation (below) covers
   every offset, not only those after the first ``offset_lag_max`` records of a transaction.
 

@@ -20,7 +20,7 @@ least the configured interval, and at least ``1 / COMMIT_SHARE`` times what the 
 took (a smoothed mean of the whole commit, the pipeline's drain included), at most
 :data:`MAX_STRETCH_S` (or the interval, if longer). A copier that caught up commits at once,
 whatever the boundary: latency is unchanged when there is no backlog. Pure: the committer
-measures and asks (:mod:`mirrorlib.kafka.commit`).
+measures and asks (:mod:`mirrorlib.kafka.copier.commit`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ ACLs: :class:`~mirrorlib.runtime.metadata.MetadataTask`), checkpoints and group 
 (:class:`~mirrorlib.core.counters.StatsRegistry`) and their threads.
 
 What copies the records is the runner's :class:`DataPlane`: the embedded engine's
-:class:`CopierPlane` (a :class:`~mirrorlib.kafka.copier.Copier` thread) or, with
+:class:`CopierPlane` (a :class:`~mirrorlib.kafka.copier.loop.Copier` thread) or, with
 :mod:`mirrorlib.spark`, the flow's Structured Streaming query.
 
 Start-up order: internal topics (retried until the clusters answer), the data plane's
@@ -87,7 +87,7 @@ P = TypeVar("P", bound=DataPlane)
 
 
 class CopierPlane:
-    """The embedded engine's data plane: a :class:`~mirrorlib.kafka.copier.Copier` thread
+    """The embedded engine's data plane: a :class:`~mirrorlib.kafka.copier.loop.Copier` thread
     (``copier``) that consumes from the source, produces to the target and stores positions
     in the flow's offsets topic, and a thread publishing it as worker slot 0 for ``mirrorlib
     status`` (:class:`~mirrorlib.runtime.workers.status.WorkerReporter`)."""

@@ -2,7 +2,7 @@
 
 Started by its parent's supervisor (:mod:`mirrorlib.runtime.workers.supervisor`), which talks to it over
 stdin and stdout in the frames of :mod:`mirrorlib.core.workerproto` (the worker's own output
-goes to stderr, the parent's log). It runs one :class:`~mirrorlib.kafka.copier.Copier` in
+goes to stderr, the parent's log). It runs one :class:`~mirrorlib.kafka.copier.loop.Copier` in
 worker mode: the partitions its parent assigns, a transactional producer with its slot's id,
 offset syncs handed to the parent. It ends:
 

@@ -89,11 +89,11 @@ from mirrorlib.core.records import Checkpoint, OffsetAndMetadata, TopicPartition
 from mirrorlib.core.retry import Backoff
 from mirrorlib.core.settings import FlowSettings
 from mirrorlib.core.translate import OffsetTranslator
-from mirrorlib.errors import ClusterError
+from mirrorlib.errors import ClusterError, CodecError
 from mirrorlib.kafka import new_producer
 from mirrorlib.kafka.groups import GroupAdmin
 from mirrorlib.kafka.offset_syncs import OffsetSyncReader
-from mirrorlib.kafka.topiclog import Record, SkippedRecords, TopicLog, decoded
+from mirrorlib.kafka.topiclog import Record, SkippedRecords, TopicLog
 
 __all__ = ["CheckpointTask", "CycleResult", "OffsetReader"]
 
@@ -216,17 +216,30 @@ class CheckpointTask:
 
     def take_commits(self, records: Iterable[Record]) -> int:
         """Take in ``__consumer_offsets`` records (``key()``, ``value()``) in partition order;
-        returns how many changed a replicated group's offsets."""
-        return sum(decoded(records, self.commits.add_record, self._skipped_commits))
+        returns how many changed a replicated group's offsets. Corrupt ones are counted and
+        skipped (:class:`~mirrorlib.kafka.topiclog.SkippedRecords`)."""
+        add, skipped = self.commits.add_record, self._skipped_commits
+        changed = 0
+        for msg in records:  # (no generator: this runs per record while following commits)
+            try:
+                changed += add(msg.key(), msg.value())
+            except CodecError as exc:
+                skipped.skip(msg, exc)
+        return changed
 
     def take_checkpoints(self, records: Iterable[Record]) -> int:
         """Take in checkpoint records (``key()``, ``value()``) of the checkpoints topic, as
         the start-up read does (the checkpoints this task emitted before); returns how many
         were kept (the replicated groups'). Corrupt ones are counted and skipped."""
-        add = self.ledger.store.add
-        should_replicate = self.s.should_replicate_group
+        decode, add = Checkpoint.decode, self.ledger.store.add
+        should_replicate, skipped = self.s.should_replicate_group, self._skipped_checkpoints
         kept = 0
-        for cp in decoded(records, Checkpoint.decode, self._skipped_checkpoints):
+        for msg in records:  # (no generator: the start-up read takes one record at a time)
+            try:
+                cp = decode(msg.key(), msg.value())
+            except CodecError as exc:
+                skipped.skip(msg, exc)
+                continue
             if should_replicate(cp.group):
                 add(cp)
                 kept += 1

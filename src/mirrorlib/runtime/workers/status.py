@@ -10,7 +10,7 @@ transaction open on (the node that copies them next fences it). With worker proc
 last report waits until the supervisor stopped them (``done``); if it does not in time, none is
 written, and the last live report goes silent, which also gets the slots fenced by the next
 holder of their partitions. The slots come from ``slots()``: the worker supervisor's
-(:meth:`~mirrorlib.runtime.workers.Supervisor.slot_infos`, ``tasks.max`` > 1) or the
+(:meth:`~mirrorlib.runtime.workers.supervisor.Supervisor.slot_infos`, ``tasks.max`` > 1) or the
 in-process copier's one slot (:func:`copier_slot`); their rates and lag from the flow's
 counters.
 

@@ -19,6 +19,7 @@ from mirrorlib.core.checkpointing import (
     TargetGroups,
     group_offsets_to_sync,
     groups_to_forget,
+    is_more_recent,
     next_emission,
     rename_topic,
 )
@@ -139,10 +140,11 @@ def test_store_keeps_fields_and_answers_with_checkpoints() -> None:
     assert store.latest("nobody") == {}
     assert store.groups() == ["g", "h"] and len(store) == 3
     # newer: upstream rewind or downstream advance (MM2's checkpointIsMoreRecent)
-    assert store.is_more_recent(Checkpoint("g", "A.t", 0, 90, 95))
-    assert store.is_more_recent(Checkpoint("g", "A.t", 0, 100, 102))
-    assert not store.is_more_recent(Checkpoint("g", "A.t", 0, 120, 101))
-    assert store.is_more_recent(Checkpoint("g", "A.t", 5, 1, 1))
+    latest = store.latest("g")
+    assert is_more_recent(latest.get(a0), 90, 95)
+    assert is_more_recent(latest.get(a0), 100, 102)
+    assert not is_more_recent(latest.get(a0), 120, 101)
+    assert is_more_recent(latest.get(TopicPartition("A.t", 5)), 1, 1)
     # the store's offsets to sync are the rule's over its checkpoints
     target = {a0: OffsetAndMetadata(150), a1: None}
     for found in (None, target, {}):

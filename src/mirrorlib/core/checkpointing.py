@@ -215,12 +215,6 @@ class CheckpointStore:
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_group.values())
 
-    def is_more_recent(self, checkpoint: Checkpoint) -> bool:
-        """MM2's checkpointIsMoreRecent: first for the partition, an upstream rewind, or a
-        strictly advancing downstream offset."""
-        last = self._by_group.get(checkpoint.group, _EMPTY).get(checkpoint.topic_partition)
-        return is_more_recent(last, checkpoint.upstream_offset, checkpoint.downstream_offset)
-
 
 _EMPTY: Mapping[TopicPartition, CheckpointFields] = MappingProxyType({})
 

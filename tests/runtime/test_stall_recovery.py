@@ -69,6 +69,9 @@ def test_a_frozen_target_is_a_visible_stall_that_ends_by_itself(  # type: ignore
             # cross it a poll apart, whichever made its last progress first
             assert status.stalled is not None
             assert re.search(rf"{re.escape(topic)}-[01]: no progress", status.stalled), status
+            # the copier's loop goes on coming round (its periodic checks of the target, such
+            # as the topic IDs', do not wait for an answer)
+            assert "copier: blocked" not in status.stalled, status
             wait_for(
                 "the stall in the log while it lasts",
                 lambda: any("flow A->B stalled: " in m for m in caplog.messages),

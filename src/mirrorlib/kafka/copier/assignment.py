@@ -35,7 +35,7 @@ from mirrorlib.core.incarnations import Incarnation, StartKind, resume
 from mirrorlib.core.pacing import batch_budget
 from mirrorlib.kafka.copier.parts import CopierContext, Part
 from mirrorlib.kafka.fencing import DepartedFence
-from mirrorlib.kafka.incarnations import TopicIds
+from mirrorlib.kafka.incarnations import PendingIds, TopicIds
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.static_member import leave_group
 
@@ -122,6 +122,7 @@ class Assignment:
         self._topic_ids = TopicIds(ctx.s)
         self._bound: dict[str, Incarnation] = {}
         self._ids_checked = time.monotonic()
+        self._pending_ids: PendingIds | None = None  # a periodic check's answers to come
 
     def idle(self) -> bool:
         """Nothing to copy: no partition given (worker mode), or no topic to subscribe to."""
@@ -361,9 +362,8 @@ class Assignment:
             return self._starts.get(key, OFFSET_END)
         return OFFSET_BEGINNING
 
-    def _describe(self, topics: set[str]) -> dict[str, Incarnation]:
-        """The topic IDs of ``topics`` and their remote topics now; IDs written with their
-        positions from now on (an ID not described keeps the one known)."""
+    def _remotes(self, topics: set[str]) -> dict[str, str]:
+        """Source topic → its remote topic, for ``topics``."""
         ctx = self._ctx
         s = ctx.s
         remotes = {}
@@ -372,33 +372,68 @@ class Assignment:
             remotes[topic] = (
                 rt.name if rt is not None else s.policy.format_remote_topic(s.source, topic)
             )
+        return remotes
+
+    def _describe(self, topics: set[str]) -> dict[str, Incarnation]:
+        """The topic IDs of ``topics`` and their remote topics now (waiting for the answers);
+        IDs written with their positions from now on (an ID not described keeps the one
+        known)."""
         try:
-            current = self._topic_ids.describe(remotes)
+            current = self._topic_ids.describe(self._remotes(topics))
         except Exception as exc:  # nothing concluded: positions are used as stored
-            log.warning("flow %s: topic ids of %s not described: %s", s.name, sorted(topics), exc)
+            log.warning("flow %s: topic ids of %s not described: %s", self._ctx.s.name,
+                        sorted(topics), exc)  # fmt: skip
             return {}
+        self._bind(current)
+        return current
+
+    def _bind(self, current: dict[str, Incarnation]) -> None:
         for topic, ids in current.items():
             old = self._bound.get(topic, Incarnation())
             bound = Incarnation(ids.source_id or old.source_id, ids.remote_id or old.remote_id)
             self._bound[topic] = bound
             self._positions.bind(topic, bound)
-        return current
 
     def check_incarnations(self, now: float, *, topics: set[str] | None = None) -> bool:
-        """Describe the copied topics' IDs again (every ``refresh.topics.interval.seconds``, at
-        most :data:`INCARNATION_CHECK_MAX_S`; ``topics``: these, now): the partitions of a topic
-        re-created on either side since are revoked (positions stored) and assigned again, which
-        copies them from the new log's first offset (:meth:`_on_assign`). Returns whether any
-        was."""
+        """Check the copied topics' IDs (every ``refresh.topics.interval.seconds``, at most
+        :data:`INCARNATION_CHECK_MAX_S`; ``topics``: these, now, waiting for the answers): the
+        partitions of a topic re-created on either side since are revoked (positions stored)
+        and assigned again, which copies them from the new log's first offset
+        (:meth:`_on_assign`). Returns whether any was.
+
+        The periodic check never blocks the loop: its requests are sent on one round and their
+        answers taken on a later one (a cluster that does not answer delays the check, not the
+        copying of the partitions it can serve)."""
         ctx = self._ctx
-        if topics is None:
+        if topics is not None:
+            before = {t: self._bound.get(t, Incarnation()) for t in topics}
+            return self._reassign_changed(before, self._describe(topics))
+        pending = self._pending_ids
+        if pending is None:
             every = min(max(ctx.s.refresh_topics_interval, 1.0), INCARNATION_CHECK_MAX_S)
             if now - self._ids_checked < every or not ctx.parts:
                 return False
-            topics = {key[0] for key in ctx.parts}
-        self._ids_checked = now
-        before = {t: self._bound.get(t, Incarnation()) for t in topics}
-        current = self._describe(topics)
+            self._ids_checked = now
+            try:
+                self._pending_ids = self._topic_ids.submit(self._remotes({k[0] for k in ctx.parts}))
+            except Exception as exc:  # nothing concluded: checked again next time
+                log.warning("flow %s: topic ids not described: %s", ctx.s.name, exc)
+            return False
+        if not pending.done(now):
+            return False
+        self._pending_ids = None
+        copied = {key[0] for key in ctx.parts}  # (some may have been revoked meanwhile)
+        current = {t: ids for t, ids in pending.result().items() if t in copied}
+        before = {t: self._bound.get(t, Incarnation()) for t in current}
+        self._bind(current)
+        return self._reassign_changed(before, current)
+
+    def _reassign_changed(
+        self, before: dict[str, Incarnation], current: dict[str, Incarnation]
+    ) -> bool:
+        """Revoke and assign again the partitions of the topics whose IDs differ from
+        ``before``; returns whether there were any."""
+        ctx = self._ctx
         changed = sorted(
             t
             for t, ids in current.items()

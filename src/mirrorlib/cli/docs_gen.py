@@ -1,7 +1,8 @@
 """Generated documentation blocks (``python -m mirrorlib.cli.docs_gen`` rewrites them in ``docs/``).
 
 * ``docs/migrating-from-mm2.md``: every MM2 key grouped by its status in mirrorlib, from
-  :data:`mirrorlib.core.config.keys.KEYS`. A test keeps the page in sync with the registry.
+  :data:`mirrorlib.core.config.keys.KEYS` and
+  :data:`~mirrorlib.core.config.keys.KEY_FAMILIES`. A test keeps the page in sync with the registry.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mirrorlib.core.config.keys import KEYS, Status, render_markdown_table
+from mirrorlib.core.config.keys import KEY_FAMILIES, KEYS, Status, render_markdown_table
 
 __all__ = ["BEGIN", "END", "migration_markdown", "replace_block"]
 
@@ -35,13 +36,14 @@ _TITLES = {
 def migration_markdown() -> str:
     """Every key of the registry, one table per status, with counts."""
     out: list[str] = []
-    counts = {s: sum(1 for k in KEYS.values() if k.status is s) for s in _TITLES}
+    every = (*KEYS.values(), *KEY_FAMILIES)
+    counts = {s: sum(1 for k in every if k.status is s) for s in _TITLES}
     out.append(
         "| Status | Keys |\n|---|---|\n"
         + "".join(f"| {_TITLES[s][0]} | {n} |\n" for s, n in counts.items())
     )
     for status, (title, meaning) in _TITLES.items():
-        specs = [k for k in KEYS.values() if k.status is status]
+        specs = [k for k in every if k.status is status]
         if not specs:
             continue
         out.append(f"### {title} ({len(specs)})\n\n{meaning}\n\n{render_markdown_table(specs)}")

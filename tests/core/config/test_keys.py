@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from mirrorlib import ConfigError
+from mirrorlib import ConfigError, MirrorConfig
 from mirrorlib.core.config.keys import (
+    KEY_FAMILIES,
     KEYS,
     KeyType,
     Scope,
     Status,
     is_sensitive,
+    key_spec,
     parse_value,
     render_markdown_table,
 )
@@ -199,3 +201,79 @@ def test_docs_key_table_is_up_to_date() -> None:
 )
 def test_python_name_of_a_key(key: str, attribute: str) -> None:
     assert KEYS[key].attribute == attribute
+
+
+# Connect keys newer than MM2's own: plugin versions (KIP-891), Connect's topic creation
+# (KIP-158) and the client-override policy with its Allowlist (KIP-458, KIP-1188).
+CONNECT_4X_KEYS = {
+    "connector.plugin.version": Scope.FLOW,
+    "key.converter.plugin.version": Scope.FLOW,
+    "value.converter.plugin.version": Scope.FLOW,
+    "header.converter.plugin.version": Scope.FLOW,
+    "topic.creation.groups": Scope.FLOW,
+    "topic.creation.default.replication.factor": Scope.FLOW,
+    "topic.creation.default.partitions": Scope.FLOW,
+    "topic.creation.enable": Scope.WORKER,
+    "connector.client.config.override.policy": Scope.WORKER,
+    "connector.client.config.override.allowlist": Scope.WORKER,
+}
+
+
+@pytest.mark.parametrize(("key", "scope"), CONNECT_4X_KEYS.items())
+def test_connect_4x_keys_are_classified(key: str, scope: Scope) -> None:
+    spec = KEYS[key]
+    assert (spec.scope, spec.status) == (scope, Status.NOT_APPLICABLE)
+    assert spec.note
+
+
+@pytest.mark.parametrize(
+    ("key", "pattern"),
+    [
+        ("topic.creation.compacted.include", "topic.creation.<group>.<setting>"),
+        ("topic.creation.default.cleanup.policy", "topic.creation.<group>.<setting>"),
+        ("topic.creation.enable", "topic.creation.enable"),
+        ("connector.plugin.version", "connector.plugin.version"),
+    ],
+)
+def test_key_spec_answers_exact_keys_before_families(key: str, pattern: str) -> None:
+    spec = key_spec(key)
+    assert spec is not None and spec.name == pattern
+    assert key_spec("topic.creationx") is None
+    assert all("<" in family.name for family in KEY_FAMILIES)
+
+
+def test_connect_4x_keys_are_reported_not_applicable_wherever_written() -> None:
+    """Top level, per flow and per target cluster: a not-applicable warning with the note, never
+    the generic 'unknown key' one."""
+    written = {
+        "connector.plugin.version": "4.1.0",
+        "key.converter.plugin.version": "4.1.0",
+        "A->B.value.converter.plugin.version": "4.1.0",
+        "B.header.converter.plugin.version": "4.1.0",
+        "topic.creation.groups": "compacted",
+        "A->B.topic.creation.default.replication.factor": "3",
+        "topic.creation.default.partitions": "-1",
+        "topic.creation.compacted.include": "orders.*",
+        "A->B.topic.creation.compacted.cleanup.policy": "compact",
+        "B.topic.creation.enable": "false",
+        "connector.client.config.override.policy": "Allowlist",
+        "B.connector.client.config.override.policy": "Allowlist",
+        "B.connector.client.config.override.allowlist": "linger.ms, batch.size",
+        "A->B.connector.client.config.override.allowlist": "linger.ms",
+    }
+    config = MirrorConfig.from_properties(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "127.0.0.1:1",
+            "B.bootstrap.servers": "127.0.0.1:2",
+            "A->B.enabled": "true",
+            **written,
+        }
+    )
+    kinds = {w.key: w.kind for w in config.warnings}
+    assert {key: kinds.get(key) for key in written} == dict.fromkeys(written, "not-applicable")
+    assert config.unknown_keys == ()
+    messages = {w.key: w.message for w in config.warnings}
+    assert "replication.factor" in messages["topic.creation.compacted.include"]
+    assert "A->B.producer.*" in messages["B.connector.client.config.override.allowlist"]
+    assert "as bytes" in messages["B.header.converter.plugin.version"]

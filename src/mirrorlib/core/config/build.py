@@ -46,6 +46,7 @@ from mirrorlib.core.config.keys import (
     is_client_connection_key,
     is_sensitive,
     is_worker_key,
+    key_spec,
     mask,
     parse_value,
 )
@@ -512,7 +513,7 @@ class _Builder:
             )
 
     def classify_top_key(self, key: str) -> None:
-        spec = KEYS.get(key)
+        spec = key_spec(key)
         used_worker_key = spec is not None and spec.scope is Scope.WORKER and key in WORKER_KEYS
         if used_worker_key and key.startswith(WORKER_TOP_LEVEL_PREFIXES):
             pass  # MM2 copies top-level offset.storage* into every worker config
@@ -542,10 +543,11 @@ class _Builder:
             self.warn(key, "not an MM2 configuration key; ignored", "unknown")
 
     def classify_cluster_key(self, key: str, rest: str, alias: str) -> None:
-        spec = KEYS.get(rest)
+        spec = key_spec(rest)
         if is_client_connection_key(rest) or rest.startswith(_CLIENT_PREFIXES):
             return  # client settings: checked by translation
-        if spec is not None and spec.scope is Scope.WORKER:
+        if spec is not None and (spec.scope is Scope.WORKER or is_worker_key(rest)):
+            # a worker key, or a connector key that is a worker key too (key.converter*)
             self.status_warning(key, spec, alias)
         elif spec is not None and spec.scope is Scope.FLOW:
             self.warn(
@@ -573,8 +575,8 @@ class _Builder:
 
     def classify_flow_key(self, key: str, rest: str, flow: tuple[str, str]) -> None:
         name = f"{flow[0]}->{flow[1]}"
-        spec = KEYS.get(rest)
-        if spec is not None and spec.scope is Scope.FLOW:
+        spec = key_spec(rest)
+        if spec is not None and (spec.scope is Scope.FLOW or spec.status is Status.NOT_APPLICABLE):
             self.status_warning(key, spec, name)
         elif rest.startswith(("source.", "target.", *_CLIENT_PREFIXES, "replication.policy")):
             return

@@ -40,6 +40,7 @@ __all__ = [
     "CONFIG_PROPERTIES_EXCLUDE_DEFAULT",
     "GROUPS_EXCLUDE_DEFAULT",
     "KEYS",
+    "KEY_FAMILIES",
     "SECURITY_PROTOCOLS",
     "TOPICS_EXCLUDE_DEFAULT",
     "WORKER_TOP_LEVEL_PREFIXES",
@@ -152,6 +153,23 @@ _NS = Status.NOT_SUPPORTED
 
 _CONNECT_NA = "A Kafka Connect setting; mirrorlib does not run on Connect."
 _TRANSLATED = "Translated to librdkafka (see 'Client settings')."
+_PLUGIN_VERSION_NA = (
+    "mirrorlib is not a Connect plugin: the code that runs is the installed mirrorlib package "
+    "(pin its version with your package manager)."
+)
+_CONVERTER_VERSION_NA = (
+    "Keys, values and headers are always copied as bytes; there is no converter to version."
+)
+_TOPIC_CREATION_NA = (
+    "Connect's topic creation never applies to MM2's remote topics, which MirrorSourceConnector "
+    "creates itself; mirrorlib creates them the same way: the source's partition count, "
+    "replication.factor, and the source's topic configs (see config.properties.exclude)."
+)
+_OVERRIDE_POLICY_NA = (
+    "A Connect worker policy on connector client overrides; mirrorlib has no Connect worker and "
+    "applies every client setting of the file: write them per cluster (A.producer.*) or per "
+    "flow (A->B.producer.*)."
+)
 
 TOPICS_EXCLUDE_DEFAULT: Final = r"mm2.*\.internal, .*\.replica, __.*"
 GROUPS_EXCLUDE_DEFAULT: Final = "console-consumer-.*, connect-.*, __.*"
@@ -433,6 +451,70 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _NA,
         "mirrorlib names metrics its own way.",
         choices=("legacy", "new"),
+    ),
+    # --- Connect connector keys of Kafka 4.x (KIP-891) and Connect's topic creation (KIP-158) ----
+    _k(
+        "connector.plugin.version",
+        _S,
+        None,
+        _F,
+        "Version of the connector plugin to run (KIP-891).",
+        _NA,
+        _PLUGIN_VERSION_NA,
+    ),
+    _k(
+        "key.converter.plugin.version",
+        _S,
+        None,
+        _F,
+        "Version of the key converter plugin (KIP-891).",
+        _NA,
+        _CONVERTER_VERSION_NA,
+    ),
+    _k(
+        "value.converter.plugin.version",
+        _S,
+        None,
+        _F,
+        "Version of the value converter plugin (KIP-891).",
+        _NA,
+        _CONVERTER_VERSION_NA,
+    ),
+    _k(
+        "header.converter.plugin.version",
+        _S,
+        None,
+        _F,
+        "Version of the header converter plugin (KIP-891).",
+        _NA,
+        _CONVERTER_VERSION_NA,
+    ),
+    _k(
+        "topic.creation.groups",
+        _L,
+        "",
+        _F,
+        "Connect's topic-creation groups for topics a source task writes to (KIP-158).",
+        _NA,
+        _TOPIC_CREATION_NA,
+    ),
+    _k(
+        "topic.creation.default.replication.factor",
+        _INT,
+        None,
+        _F,
+        "Replication factor of topics Connect creates for a source task (KIP-158).",
+        _NA,
+        _TOPIC_CREATION_NA,
+    ),
+    _k(
+        "topic.creation.default.partitions",
+        _INT,
+        None,
+        _F,
+        "Partitions of topics Connect creates for a source task (KIP-158).",
+        _NA,
+        _TOPIC_CREATION_NA,
     ),
     # --- MirrorSourceConnector ---------------------------------------------------------------
     _k("topics", _L, ".*", _F, "Topics to replicate (names and regexes)."),
@@ -918,10 +1000,56 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         "mm2-mirrorlib-status.<source>.internal on the target, read by `mirrorlib status`.",
     ),
     _k("group.id", _S, None, _W, "Connect worker group.", _NA, _CONNECT_NA),
+    _k(
+        "topic.creation.enable",
+        _B,
+        "true",
+        _W,
+        "Whether Connect creates the topics source tasks write to (KIP-158).",
+        _NA,
+        _TOPIC_CREATION_NA,
+    ),
+    _k(
+        "connector.client.config.override.policy",
+        _S,
+        "All",
+        _W,
+        "Which producer.override.*, consumer.override.* and admin.override.* keys a connector "
+        "may set: None, Principal, All or Allowlist (KIP-458, KIP-1188).",
+        _NA,
+        _OVERRIDE_POLICY_NA,
+    ),
+    _k(
+        "connector.client.config.override.allowlist",
+        _L,
+        "",
+        _W,
+        "Client keys a connector may override under the Allowlist policy (KIP-1188).",
+        _NA,
+        _OVERRIDE_POLICY_NA,
+    ),
+)
+
+_FAMILIES: Final[tuple[KeySpec, ...]] = (
+    _k(
+        "topic.creation.<group>.<setting>",
+        _S,
+        None,
+        _F,
+        "A topic-creation group's include, exclude, replication.factor, partitions or topic "
+        "config (KIP-158).",
+        _NA,
+        _TOPIC_CREATION_NA,
+    ),
 )
 
 KEYS: Final[Mapping[str, KeySpec]] = {spec.name: spec for spec in _SPECS}
 """Every registered key by name."""
+
+KEY_FAMILIES: Final[tuple[KeySpec, ...]] = _FAMILIES
+"""Keys registered by pattern: the name holds ``<placeholders>``, and a key matches when it starts
+with the text before the first one (``topic.creation.<group>.<setting>`` matches
+``topic.creation.compacted.include``). :func:`key_spec` answers them after the exact keys."""
 
 _WORKER_PREFIXES: Final = (
     "offset.storage.",
@@ -944,8 +1072,15 @@ _WORKER_PREFIXES: Final = (
 
 
 def key_spec(name: str) -> KeySpec | None:
-    """The registered spec of ``name``, or ``None``."""
-    return KEYS.get(name)
+    """The registered spec of ``name`` (an exact key, else a :data:`KEY_FAMILIES` pattern it
+    matches), or ``None``."""
+    spec = KEYS.get(name)
+    if spec is not None:
+        return spec
+    for family in _FAMILIES:
+        if name.startswith(family.name.split("<", 1)[0]):
+            return family
+    return None
 
 
 WORKER_TOP_LEVEL_PREFIXES: Final = (
@@ -1176,7 +1311,7 @@ def render_markdown_table(specs: Iterable[KeySpec] | None = None) -> str:
         "| Key | Scope | Type | Default | Status | Meaning |",
         "|---|---|---|---|---|---|",
     ]
-    for spec in specs if specs is not None else _SPECS:
+    for spec in specs if specs is not None else (*_SPECS, *_FAMILIES):
         default = (
             "(required)"
             if spec.name == "clusters"

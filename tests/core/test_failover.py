@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -329,3 +330,146 @@ def test_plan_json_and_describe() -> None:
     d = plan.to_dict()
     assert d["partitions"][0]["translated"] == 57 and d["re_read_total"] == 0
     assert "A.orders-0" in plan.describe()
+
+
+# -- many groups at once ----------------------------------------------------------------------
+
+
+def test_select_groups_named_first_then_matches_sorted_each_once() -> None:
+    from mirrorlib.core.failover import select_groups
+
+    candidates = ["orders-2", "billing", "orders-1", "orders-10"]
+    assert select_groups(["z", "orders-1", "z"], candidates) == ("z", "orders-1")
+    assert select_groups(["z"], candidates, pattern=r"orders-\d") == ("z", "orders-1", "orders-2")
+    # fully matched, as MM2's remoteConsumerOffsets(Pattern): "orders" alone matches nothing
+    assert select_groups([], candidates, pattern="orders") == ()
+    assert select_groups([], candidates, every=True) == (
+        "billing", "orders-1", "orders-10", "orders-2",
+    )  # fmt: skip
+    assert select_groups([], [], every=True) == ()
+
+
+def test_checkpoints_by_group_splits_the_topic_once_read() -> None:
+    from mirrorlib.core.failover import checkpoints_by_group
+
+    cps = {
+        ("g1", TP("A.t", 0)): Checkpoint("g1", "A.t", 0, 5, 5),
+        ("g2", TP("A.t", 0)): Checkpoint("g2", "A.t", 0, 7, 7),
+        ("g1", TP("A.t", 1)): Checkpoint("g1", "A.t", 1, 3, 3),
+    }
+    split = checkpoints_by_group(cps)
+    assert set(split) == {"g1", "g2"}
+    assert split["g1"] == {
+        TP("A.t", 0): cps[("g1", TP("A.t", 0))],
+        TP("A.t", 1): cps[("g1", TP("A.t", 1))],
+    }
+
+
+def _inputs(**overrides: Any) -> Any:
+    from mirrorlib.core.failover import GroupInputs
+
+    args: dict[str, Any] = dict(
+        source_state="empty", target_state="absent", source_offsets={}, target_offsets={},
+        checkpoints={},
+    )  # fmt: skip
+    args.update(overrides)
+    return GroupInputs(**args)
+
+
+def _plans(inputs: dict[str, Any], **overrides: Any) -> Any:
+    from mirrorlib.core.failover import plan_failovers
+
+    args: dict[str, Any] = dict(
+        policy_rename=lambda t: f"A.{t}",
+        is_from_target=lambda t: t.startswith("B."),
+        upstream_topic=lambda t: t.split(".", 1)[1] if "." in t else None,
+        should_replicate=lambda t: not t.startswith("skip"),
+        forward=exact_translator("t", 0, 100, 50),
+        backward=None,
+    )
+    args.update(overrides)
+    return plan_failovers(inputs, "A", "B", **args)
+
+
+def test_each_group_of_a_batch_is_planned_as_it_would_be_alone() -> None:
+    """Same inputs, same plan: the batch only shares the offset syncs and the options."""
+    translator = exact_translator("t", 0, 100, 50)
+    cases = {
+        "ok": _inputs(source_offsets={TP("t", 0): OffsetAndMetadata(20)}),
+        "active-on-b": _inputs(
+            source_offsets={TP("t", 0): OffsetAndMetadata(20)}, target_state="active"
+        ),
+        "unknown-on-a": _inputs(source_state="unknown", source_error="GROUP_AUTHORIZATION_FAILED"),
+        "nothing": _inputs(),
+        "past": _inputs(
+            source_offsets={TP("t", 0): OffsetAndMetadata(20)},
+            target_state="empty",
+            target_offsets={TP("A.t", 0): OffsetAndMetadata(130)},
+        ),
+    }
+    plans = _plans(cases, forward=translator, notes=["shared"])
+    assert list(plans) == list(cases)
+    for group, got in cases.items():
+        alone = plan_failover(
+            group, "A", "B", policy_rename=lambda t: f"A.{t}",
+            is_from_target=lambda t: t.startswith("B."),
+            upstream_topic=lambda t: t.split(".", 1)[1] if "." in t else None,
+            should_replicate=lambda t: not t.startswith("skip"),
+            source_state=got.source_state, target_state=got.target_state,
+            source_offsets=got.source_offsets, target_offsets=got.target_offsets,
+            checkpoints=got.checkpoints, forward=translator, backward=None, notes=["shared"],
+            source_error=got.source_error,
+        )  # fmt: skip
+        assert plans[group] == alone, group
+    assert plans["ok"].refused is None and plans["ok"].offsets == {
+        TP("A.t", 0): OffsetAndMetadata(120)
+    }
+    assert "active members on B" in (plans["active-on-b"].refused or "")
+    assert "unknown" in (plans["unknown-on-a"].refused or "")
+    assert "no committed offsets" in (plans["nothing"].refused or "")
+    assert "would never read" in (plans["past"].refused or "")
+    # the options apply to every group
+    forced = _plans(cases, forward=translator, force=True, allow_skip=True, allow_empty=True)
+    assert [g for g, p in forced.items() if p.refused] == ["active-on-b"]
+
+
+def test_batch_result_reports_each_group_and_names_the_failed_ones() -> None:
+    from mirrorlib.core.failover import BatchFailover, GroupFailover, GroupOutcome
+
+    plans = _plans({
+        "g-ok": _inputs(source_offsets={TP("t", 0): OffsetAndMetadata(20)}),
+        "g-active": _inputs(
+            source_offsets={TP("t", 0): OffsetAndMetadata(20)}, target_state="active"
+        ),
+    })  # fmt: skip
+    batch = BatchFailover(
+        "A", "B",
+        (
+            GroupFailover("g-ok", GroupOutcome.COMMITTED, plans["g-ok"]),
+            GroupFailover("g-active", GroupOutcome.REFUSED, plans["g-active"]),
+            GroupFailover("g-broken", GroupOutcome.FAILED, None, "offsets unreadable"),
+        ),
+        round_trips=9,
+    )  # fmt: skip
+    assert batch.failed == ("g-active", "g-broken") and batch.succeeded == ("g-ok",)
+    assert not batch.all_refused
+    assert batch.result("g-active").reason.startswith("group 'g-active' already has active")
+    text = batch.describe()
+    assert "failover of 3 group(s) from A to B: 1 committed, 1 refused, 1 failed" in text
+    assert "REFUSED g-active: group 'g-active' already has active members on B" in text
+    assert "FAILED g-broken: offsets unreadable" in text
+    assert text.rstrip().endswith("failed: g-active, g-broken")
+    data = json.loads(batch.to_json())
+    assert data["failed"] == ["g-active", "g-broken"] and data["round_trips"] == 9
+    assert data["outcomes"]["committed"] == 1 and data["outcomes"]["refused"] == 1
+    by_group = {g["group"]: g for g in data["groups"]}
+    assert by_group["g-ok"]["outcome"] == "committed"
+    assert by_group["g-ok"]["partitions"][0]["translated"] == 120
+    assert by_group["g-active"]["refused"].startswith("group 'g-active'")
+    assert by_group["g-broken"] == {"group": "g-broken", "outcome": "failed",
+                                    "error": "offsets unreadable"}  # fmt: skip
+    only_refused = BatchFailover("A", "B", batch.results[1:2])
+    assert only_refused.all_refused and only_refused.succeeded == ()
+    dry = BatchFailover("A", "B", (GroupFailover("g-ok", GroupOutcome.PLANNED, plans["g-ok"]),),
+                        dry_run=True)  # fmt: skip
+    assert dry.failed == () and dry.describe().rstrip().endswith("dry run: nothing committed")

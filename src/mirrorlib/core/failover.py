@@ -4,6 +4,11 @@
 states, checkpoints, offset syncs); :func:`reverse_translate` and :func:`exact_position` are its
 translation helpers. The rules are described in :mod:`mirrorlib.runtime.failover`, which gathers
 the inputs from the clusters and applies the plan.
+
+Many groups at once: :func:`select_groups` says which groups a batch moves,
+:func:`plan_failovers` plans each of them from inputs read for all of them together
+(:class:`GroupInputs`), and :class:`BatchFailover` holds the result of each group
+(:class:`GroupFailover`).
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 import bisect
 import enum
 import json
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -21,13 +27,20 @@ from mirrorlib.core.report import Block, Table, render_plain
 from mirrorlib.core.translate import OffsetTranslator
 
 __all__ = [
+    "BatchFailover",
     "FailoverAction",
     "FailoverPlan",
+    "GroupFailover",
+    "GroupInputs",
+    "GroupOutcome",
     "PartitionFailover",
+    "checkpoints_by_group",
     "exact_position",
     "plan_failover",
+    "plan_failovers",
     "retry_group_request",
     "reverse_translate",
+    "select_groups",
 ]
 
 #: Kafka errors of a group request (DescribeGroups, OffsetFetch) that a retry with fresh metadata
@@ -620,3 +633,221 @@ def _would_skip(group: str, to_alias: str, skipping: list[PartitionFailover]) ->
         f"--allow-skip (allow_skip=True); otherwise delete the group's offsets on {to_alias} "
         f"(kafka-consumer-groups.sh --delete-offsets) and run the failover again."
     )
+
+
+# -- many groups at once ----------------------------------------------------------------------
+
+
+def select_groups(
+    named: Sequence[str],
+    candidates: Iterable[str],
+    *,
+    pattern: str | re.Pattern[str] | None = None,
+    every: bool = False,
+) -> tuple[str, ...]:
+    """The groups a batch failover moves: ``named`` in the order given (each once), then the
+    ``candidates`` (the groups with checkpoints, and those the old cluster lists) that fully match
+    ``pattern``, or all of them when ``every``, sorted."""
+    chosen = dict.fromkeys(named)
+    regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+    if regex is not None or every:
+        for group in sorted(set(candidates)):
+            if every or (regex is not None and regex.fullmatch(group) is not None):
+                chosen.setdefault(group)
+    return tuple(chosen)
+
+
+def checkpoints_by_group(
+    checkpoints: Mapping[tuple[str, TopicPartition], Checkpoint],
+) -> dict[str, dict[TopicPartition, Checkpoint]]:
+    """The latest checkpoints (keyed by group and partition, as
+    :meth:`~mirrorlib.kafka.client.MirrorClient.checkpoints` answers) split by group."""
+    out: dict[str, dict[TopicPartition, Checkpoint]] = {}
+    for (group, tp), cp in checkpoints.items():
+        out.setdefault(group, {})[tp] = cp
+    return out
+
+
+@attrs.frozen
+class GroupInputs:
+    """What was read about one group for a batch failover: the arguments of
+    :func:`plan_failover` of the same names."""
+
+    source_state: str
+    target_state: str
+    source_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
+    target_offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    checkpoints: Mapping[TopicPartition, Checkpoint]
+    source_error: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def plan_failovers(
+    inputs: Mapping[str, GroupInputs],
+    from_alias: str,
+    to_alias: str,
+    *,
+    policy_rename: Callable[[str], str],
+    is_from_target: Callable[[str], bool],
+    upstream_topic: Callable[[str], str | None],
+    should_replicate: Callable[[str], bool],
+    forward: OffsetTranslator | None,
+    backward: OffsetTranslator | None,
+    notes: Iterable[str] = (),
+    allow_skip: bool = False,
+    allow_empty: bool = False,
+    force: bool = False,
+) -> dict[str, FailoverPlan]:
+    """:func:`plan_failover` for each group of ``inputs``, with the offset syncs and the options
+    they share: each group is planned (and refused) exactly as it would be alone."""
+    shared = tuple(notes)
+    plans: dict[str, FailoverPlan] = {}
+    for group, got in inputs.items():
+        plans[group] = plan_failover(
+            group, from_alias, to_alias,
+            policy_rename=policy_rename, is_from_target=is_from_target,
+            upstream_topic=upstream_topic, should_replicate=should_replicate,
+            source_state=got.source_state, target_state=got.target_state,
+            source_offsets=got.source_offsets, target_offsets=got.target_offsets,
+            checkpoints=got.checkpoints, forward=forward, backward=backward,
+            notes=(*shared, *got.notes), allow_skip=allow_skip, allow_empty=allow_empty,
+            source_error=got.source_error, force=force,
+        )  # fmt: skip
+    return plans
+
+
+class GroupOutcome(enum.StrEnum):
+    """What a batch failover did with one group."""
+
+    COMMITTED = "committed"  # its offsets were committed on the new cluster
+    PLANNED = "planned"  # a dry run: it would be failed over (nothing committed)
+    UNCHANGED = "unchanged"  # not refused, but nothing to commit (every partition kept)
+    REFUSED = "refused"  # its plan was refused (the plan says why)
+    FAILED = "failed"  # reading or committing its offsets failed (the error says why)
+
+
+@attrs.frozen
+class GroupFailover:
+    """The result of one group of a batch failover: its plan (``None`` when it could not be
+    planned) and what happened (``error``: why it failed)."""
+
+    group: str
+    outcome: GroupOutcome
+    plan: FailoverPlan | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the group was failed over (or would be, in a dry run)."""
+        return self.outcome not in (GroupOutcome.REFUSED, GroupOutcome.FAILED)
+
+    @property
+    def reason(self) -> str:
+        """Why the group was refused or failed (``""`` when it was not)."""
+        if self.error is not None:
+            return self.error
+        if self.plan is not None and self.plan.refused is not None:
+            return self.plan.refused
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = {} if self.plan is None else self.plan.to_dict()
+        return {**plan, "group": self.group, "outcome": str(self.outcome), "error": self.error}
+
+
+@attrs.frozen
+class BatchFailover:
+    """What a failover of many groups from ``from_alias`` to ``to_alias`` did, group by group
+    (in the order they were selected). ``round_trips`` counts the request waves the batch sent
+    (requests sent together, answered in parallel, count once)."""
+
+    from_alias: str
+    to_alias: str
+    results: tuple[GroupFailover, ...]
+    dry_run: bool = False
+    round_trips: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The groups that were refused or failed."""
+        return tuple(r.group for r in self.results if not r.ok)
+
+    @property
+    def succeeded(self) -> tuple[str, ...]:
+        """The groups failed over (or that would be, in a dry run)."""
+        return tuple(r.group for r in self.results if r.ok)
+
+    @property
+    def all_refused(self) -> bool:
+        """Whether every group that did not succeed was refused (none failed with an error)."""
+        return all(r.outcome is not GroupOutcome.FAILED for r in self.results if not r.ok)
+
+    def result(self, group: str) -> GroupFailover:
+        """The result of ``group`` (``KeyError`` if it was not in the batch)."""
+        for r in self.results:
+            if r.group == group:
+                return r
+        raise KeyError(group)
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = {str(o): 0 for o in GroupOutcome}
+        for r in self.results:
+            counts[str(r.outcome)] += 1
+        return {
+            "from": self.from_alias,
+            "to": self.to_alias,
+            "dry_run": self.dry_run,
+            "outcomes": counts,
+            "failed": list(self.failed),
+            "round_trips": self.round_trips,
+            "notes": list(self.notes),
+            "groups": [r.to_dict() for r in self.results],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def describe(self) -> str:
+        """A readable summary (what ``mirrorlib failover`` prints for many groups)."""
+        return render_plain(self.blocks())
+
+    def blocks(self) -> list[Block]:
+        """Headline, one row per group, shared notes, then why each failed group failed."""
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[str(r.outcome)] = counts.get(str(r.outcome), 0) + 1
+        summary = ", ".join(f"{n} {o}" for o, n in counts.items()) or "no group"
+        out: list[Block] = [
+            f"failover of {len(self.results)} group(s) from {self.from_alias} to "
+            f"{self.to_alias}: {summary}"
+        ]
+        rows = []
+        for r in self.results:
+            plan = r.plan
+            if plan is None:
+                rows.append((r.group, str(r.outcome), "-", "-", "-", "-", "-"))
+                continue
+            total = plan.re_read_total
+            rows.append((
+                r.group, str(r.outcome), f"{plan.source_state}/{plan.target_state}",
+                str(len(plan.partitions)), str(len(plan.offsets)),
+                "-" if total is None else str(total),
+                _skipped_text(plan.skipping, plan.skipped_total),
+            ))  # fmt: skip
+        if rows:
+            header = ("group", "outcome", "state (from/to)", "partitions", "to commit",
+                      "re-read", "skipped")  # fmt: skip
+            out.append(Table(header, tuple(rows)))
+        out.extend(f"note: {n}" for n in self.notes)
+        for r in self.results:
+            if not r.ok:
+                out.append(f"{str(r.outcome).upper()} {r.group}: {r.reason}")
+        if self.failed:
+            out.append(f"failed: {', '.join(self.failed)}")
+        elif self.dry_run:
+            out.append("dry run: nothing committed")
+        return out
+
+    def __str__(self) -> str:
+        return self.describe()

@@ -358,6 +358,7 @@ class StatsRegistry:
         self._topic_histograms: dict[str, tuple[Histogram, Histogram]] = {}  # latency, age
         self._errors: dict[str, str] = {}
         self._stalls: dict[str, tuple[str, float]] = {}  # component -> (reason, monotonic time)
+        self._held: dict[str, str] = {}  # component -> stall reason, until set otherwise
         self.state = FlowState.STARTING
         self.last_heartbeat_ms: int | None = None
         self.last_checkpoint_ms: int | None = None
@@ -420,6 +421,15 @@ class StatsRegistry:
                 self._stalls[component] = (reason, time.monotonic())
         return reason
 
+    def set_stall(self, component: str, reason: str | None) -> None:
+        """``component`` is stalled for ``reason`` until set otherwise (``None``): a worker
+        process's blocked loop, as it reports it (see :meth:`loop_stall`)."""
+        with self._lock:
+            if reason is None:
+                self._held.pop(component, None)
+            else:
+                self._held[component] = reason
+
     def errors(self) -> tuple[str, ...]:
         with self._lock:
             return tuple(f"{k}: {v}" for k, v in sorted(self._errors.items()))
@@ -442,12 +452,14 @@ class StatsRegistry:
         )
 
     def _client_stalls(self, progress: float) -> list[str]:
-        """Reported client problems not followed by ``progress`` (older ones are forgotten)."""
+        """Reported client problems not followed by ``progress`` (older ones are forgotten), and
+        the stalls set (:meth:`set_stall`)."""
         with self._lock:
             for component, (_, at) in list(self._stalls.items()):
                 if progress > at:
                     del self._stalls[component]
-            return [f"{c}: {r}" for c, (r, _) in sorted(self._stalls.items())]
+            stalls = {c: r for c, (r, _) in self._stalls.items()} | self._held
+            return [f"{c}: {r}" for c, r in sorted(stalls.items())]
 
     def _rows(
         self,

@@ -188,6 +188,9 @@ class Report:
     #: the last such events (see mirrorlib.core.status.FlowStatus.new_incarnations)
     new_incarnations: int = 0
     incarnation_events: tuple[str, ...] = ()
+    #: why the worker's copier is stalled while it reports, if it is: its loop blocked in a
+    #: call to the clients (mirrorlib.core.counters.StatsRegistry.loop_stall)
+    stalled: str | None = None
 
 
 _SyncRow = tuple[str, int, int, int, str, int]

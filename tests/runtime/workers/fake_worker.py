@@ -18,6 +18,8 @@ It answers every assignment, reports its partitions every 0.2 s (one record each
   :data:`~mirrorlib.core.workerproto.EXIT_PARENT_SILENT`);
 * ``FAKE_WORKER_STOP_DELAY=<s>``: on ``Stop``, the worker exits (cleanly) ``<s>`` seconds later,
   like a worker committing a large transaction; ``-1``: it never does (it must be killed);
+* ``FAKE_WORKER_STALLED=<path>``: the first process of slot 1 creates ``<path>`` and reports
+  its loop blocked (``Report.stalled``), like a copier waiting in a call to an unreachable target;
 * ``FAKE_WORKER_LOG=<path>``: each holding of a partition (from the assignment that gives it to
   the process to the one that takes it away) is appended to ``<path>`` as a line
   ``slot pid topic partition holding`` when its first report has been written to the pipe.
@@ -46,13 +48,13 @@ from mirrorlib.runtime.workers.frames import read_frame, write_frame
 Key = tuple[str, int]
 
 
-def _report(held: dict[Key, int], records: int = 1) -> Report:
+def _report(held: dict[Key, int], records: int = 1, stalled: str | None = None) -> Report:
     """One report: ``records`` records for each partition held (partition -> its holding)."""
     parts = tuple(
         PartitionReport(t, p, f"A.{t}", records, 10 * records, 1, 1, None, 0, None, holding=h)
         for (t, p), h in sorted(held.items())
     )
-    return Report(os.getpid(), parts, ())
+    return Report(os.getpid(), parts, (), stalled=stalled)
 
 
 def main() -> None:
@@ -75,6 +77,12 @@ def main() -> None:
     final = int(os.environ.get("FAKE_WORKER_FINAL_REPORTS", "0"))
     stop_delay = float(os.environ.get("FAKE_WORKER_STOP_DELAY", "0"))
     log = os.environ.get("FAKE_WORKER_LOG")
+    stalled = os.environ.get("FAKE_WORKER_STALLED")
+    blocked = None
+    if stalled and start.slot == 1 and not os.path.exists(stalled):
+        with open(stalled, "w") as f:
+            f.write(str(os.getpid()))
+        blocked = "copier: blocked for 31s in a call to the clients"
     lock = threading.Lock()
     held: frozenset[Key] = frozenset()
     holdings = 0  # assignments applied
@@ -89,7 +97,7 @@ def main() -> None:
         while True:
             with lock:
                 now = {k: since[k] for k in held}
-                write_frame(out, _report(now))
+                write_frame(out, _report(now, stalled=blocked))
                 new = [(k, h) for k, h in now.items() if (k, h) not in logged]
                 if log and new:
                     with open(log, "a") as f:

@@ -156,6 +156,33 @@ def test_a_killed_worker_is_restarted_and_gets_its_partitions_back(running: Runn
     assert WorkerState.RESTARTING in states
 
 
+def test_a_workers_blocked_loop_shows_the_flow_stalled_until_the_process_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "stalled"
+    monkeypatch.setenv("FAKE_WORKER_STALLED", str(marker))
+    r = Running(KEYS)
+    r.thread.start()
+    try:
+        flow = wait_for(
+            "the flow stalled by worker 1",
+            lambda: (s := r.stats.snapshot()).state is FlowState.STALLED and s,
+            timeout=30,
+        )
+        assert flow.stalled is not None
+        assert "worker 1: copier: blocked for 31s" in flow.stalled, flow.stalled
+        assert not any("blocked" in e for e in flow.errors), flow.errors  # a stall, not an error
+        os.kill(int(marker.read_text()), 9)
+        wait_for(
+            "the stall gone with the process (its replacement reports no stall)",
+            lambda: (s := r.stats.snapshot()).stalled is None and s.state is not FlowState.STALLED,
+            timeout=30,
+        )
+    finally:
+        r.stop.set()
+        r.thread.join(30)
+
+
 def test_a_silent_worker_is_replaced_and_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -270,13 +270,17 @@ class _Worker:
                 )
                 seen[key] = (st.age.count, st.latency.count)
             incarnations = self.stats.incarnations()  # (mirrorlib.core.incarnations)
-            self.channel.send(Report(os.getpid(), tuple(parts), self._errors(), *incarnations))
-
-    def _errors(self) -> tuple[str, ...]:
-        """The copier's errors, and its blocked loop as one (the parent shows the flow
-        degraded with it: this process's partitions' end offsets are not refreshed meanwhile)."""
-        blocked = self.stats.loop_stall()
-        return self.stats.errors() + ((blocked,) if blocked is not None else ())
+            # the blocked loop as a stall (the parent shows the flow stalled with it: this
+            # process's partitions' end offsets are not refreshed meanwhile)
+            self.channel.send(
+                Report(
+                    os.getpid(),
+                    tuple(parts),
+                    self.stats.errors(),
+                    *incarnations,
+                    stalled=self.stats.loop_stall(),
+                )
+            )
 
     def run(self, stream: IO[bytes]) -> int:
         threading.Thread(target=self.read_parent, args=(stream,), daemon=True).start()

@@ -592,6 +592,7 @@ class Supervisor:
         for event in proc.merger.new_incarnations(report):  # (mirrorlib.core.incarnations)
             self.stats.new_incarnation(event)
         self.stats.set_error(f"worker {slot.index}", "; ".join(report.errors) or None)
+        self.stats.set_stall(f"worker {slot.index}", report.stalled)
 
     # -- process life ---------------------------------------------------------------------------
 
@@ -667,6 +668,7 @@ class Supervisor:
         with self._lock:
             if slot.process is proc:
                 slot.process = None
+                self.stats.set_stall(f"worker {slot.index}", None)  # (blocked no more)
         for key in proc.may_hold():
             proc.merger.forget(key)
         if slot.process is not None:
@@ -766,6 +768,7 @@ class Supervisor:
             self.handover.replace(proc.writer)
             slot.process = None
             self._stale.append(proc)
+        self.stats.set_stall(f"worker {slot.index}", None)  # its replacement reports anew
         slot.restarts += 1
         slot.last_error = f"pid {proc.pid} unresponsive for {silent:.0f}s: replaced"
         log.error(

@@ -23,6 +23,7 @@ from mirrorlib.core.records import (
     OffsetSync,
     TopicPartition,
 )
+from mirrorlib.core.transforms import Predicate, Transform, TransformRecord
 from mirrorlib.core.translate import OffsetTranslator
 from mirrorlib.errors import ClusterError, CodecError, ConfigError, MirrorError
 
@@ -47,9 +48,12 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSync",
     "OffsetTranslator",
+    "Predicate",
     "ReplicationPolicy",
     "Replicator",
     "TopicPartition",
+    "Transform",
+    "TransformRecord",
     "translate_offsets",
 ]
 

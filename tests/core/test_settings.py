@@ -30,6 +30,7 @@ DERIVED = {
     "auto_offset_reset",
     "consume_batch",
     "node",
+    "record_transforms",
 }
 
 BASE = {

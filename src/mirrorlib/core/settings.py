@@ -32,6 +32,7 @@ import attrs
 from mirrorlib.core.config import FlowConfig, MirrorConfig
 from mirrorlib.core.config.keys import masked_repr
 from mirrorlib.core.policy import ReplicationPolicy
+from mirrorlib.core.transforms import TransformChain
 
 __all__ = ["NEVER", "FlowSettings"]
 
@@ -110,6 +111,8 @@ class FlowSettings:
     group_instance_id: str | None = None
     # this node's name: node.id, or the host name
     node: str = ""
+    # the flow's record transforms (None: records are copied unchanged); pickled as their keys
+    record_transforms: TransformChain | None = None
 
     def slot_transactional_id(self, slot: int) -> str | None:
         """The transactional id of this node's copier slot ``slot`` (``None``: it does not write
@@ -272,4 +275,5 @@ class FlowSettings:
             tasks_max=flow.tasks_max,
             group_instance_id=f"mirrorlib-{flow.name}-{node}",
             node=node,
+            record_transforms=flow.record_transforms,
         )

@@ -645,6 +645,7 @@ DERIVED_PROPERTIES = {
     "checkpoints_topic",
     "heartbeats_topic",
     "worker_status_topic",
+    "record_transforms",  # built from transforms, predicates and their transforms.<name>.* keys
 }
 
 

@@ -62,6 +62,7 @@ from mirrorlib.core.config.precedence import (
 )
 from mirrorlib.core.config.properties import ParsedProperties, resolve_variables
 from mirrorlib.core.policy import ReplicationPolicy, load_policy
+from mirrorlib.core.transforms import TransformChain, load_transforms
 from mirrorlib.errors import ConfigError
 
 __all__ = ["BuiltConfig", "ConfigWarning", "WarningKind", "build"]
@@ -93,6 +94,9 @@ class ConfigWarning:
 
 
 _CLIENT_PREFIXES: Final = ("producer.", "consumer.", "admin.")
+#: the keys of a flow's transforms and predicates (transforms.<name>.*, predicates.<name>.*)
+_TRANSFORM_PREFIXES: Final = ("transforms.", "predicates.")
+_KNOWN_PREFIXES: Final = ("replication.policy", *_TRANSFORM_PREFIXES)
 _FLOW_KEYS: Final = tuple(spec for spec in KEYS.values() if spec.scope is Scope.FLOW)
 _DEPRECATED_ALIASES: Final[Mapping[str, str]] = {
     "topics.blacklist": "topics.exclude",
@@ -237,6 +241,7 @@ class _Builder:
         worker = worker_values(self.values, clusters, source, target)
         originals = {k: v.value for k, v in connector.items()}
         policy = self.policy(originals, connector, name)
+        transforms = self.transforms(originals, connector, name)
         flow = FlowConfig(
             source,
             target,
@@ -248,6 +253,7 @@ class _Builder:
             origins,
             connector,
             worker,
+            transforms=transforms,
         )
         self.check_flow(flow, connector)
         return flow
@@ -264,6 +270,24 @@ class _Builder:
             origin = setting.origin if setting else "replication.policy.class"
             raise ConfigError(
                 f"{origin} (flow {flow}): {exc}", key=origin, alias=flow, value=exc.value
+            ) from exc
+
+    def transforms(
+        self, originals: Mapping[str, str], connector: Mapping[str, Setting], flow: str
+    ) -> TransformChain | None:
+        def origin(key: str) -> str:
+            """``key`` as written; a key that is missing, with the prefix of its list's key."""
+            if key in connector:
+                return connector[key].origin
+            head = "predicates" if key.startswith("predicates.") else "transforms"
+            listed = connector.get(head)
+            return listed.origin[: -len(head)] + key if listed is not None else key
+
+        try:
+            return load_transforms(originals, origin=origin)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{exc} (flow {flow})", key=exc.key, alias=flow, value=exc.value
             ) from exc
 
     def regex_list(
@@ -351,16 +375,6 @@ class _Builder:
                 key=key,
                 alias=flow.name,
                 value=str(admin),
-            )
-        transforms = flow.get("transforms")
-        if isinstance(transforms, tuple) and transforms:
-            key = flow.origin("transforms") or "transforms"
-            raise ConfigError(
-                f"{key} (flow {flow.name}): Connect single message transforms are not "
-                "supported; mirrorlib copies records unchanged.",
-                key=key,
-                alias=flow.name,
-                value=", ".join(transforms),
             )
         self.check_exactly_once(flow, connector)
         self.check_isolation(flow, connector)
@@ -526,7 +540,7 @@ class _Builder:
             )
         elif spec is not None:
             self.status_warning(key, spec, None)
-        elif key.startswith("replication.policy") or is_client_connection_key(key):
+        elif key.startswith(_KNOWN_PREFIXES) or is_client_connection_key(key):
             pass
         elif is_worker_key(key):
             self.warn(
@@ -578,7 +592,9 @@ class _Builder:
         spec = key_spec(rest)
         if spec is not None and (spec.scope is Scope.FLOW or spec.status is Status.NOT_APPLICABLE):
             self.status_warning(key, spec, name)
-        elif rest.startswith(("source.", "target.", *_CLIENT_PREFIXES, "replication.policy")):
+        elif rest.startswith(
+            ("source.", "target.", *_CLIENT_PREFIXES, "replication.policy", *_TRANSFORM_PREFIXES)
+        ):
             return
         elif is_client_connection_key(rest):
             self.warn(

@@ -20,6 +20,7 @@ from mirrorlib.core.config.filters import ConfigPropertyFilter, GroupFilter, Top
 from mirrorlib.core.config.keys import ConfigValue
 from mirrorlib.core.config.precedence import MIRRORLIB, flow_client_java
 from mirrorlib.core.policy import ReplicationPolicy, is_cycle
+from mirrorlib.core.transforms import TransformChain
 from mirrorlib.core.worker_reports import worker_status_topic
 from mirrorlib.errors import ConfigError
 
@@ -49,6 +50,7 @@ class FlowConfig:
     _connector: Mapping[str, Setting] = attrs.field(repr=False)
     _worker: Mapping[str, ConfigValue] = attrs.field(repr=False)
     _require_bootstrap: bool = attrs.field(default=True, repr=False)
+    _transforms: TransformChain | None = attrs.field(default=None, repr=False)
 
     # -- identity ---------------------------------------------------------------------------------
 
@@ -113,6 +115,12 @@ class FlowConfig:
         return float(self._int(seconds_key)) if self._bool(enabled_key) else None
 
     # -- typed settings ---------------------------------------------------------------------------
+
+    @property
+    def record_transforms(self) -> TransformChain | None:
+        """``transforms`` (with ``predicates``): the record transforms of the flow, built from
+        their ``transforms.<name>.*`` keys (:mod:`mirrorlib.core.transforms`), or ``None``."""
+        return self._transforms
 
     @property
     def tasks_max(self) -> int:

@@ -145,6 +145,8 @@ def connector_config(
     for key, setting in values.items():
         if key.startswith(("config.providers", "replication.policy")):
             props[key] = setting
+        elif key.startswith(("transforms.", "predicates.")) and "->" not in key:
+            props[key] = setting  # a transform's own keys (mirrorlib.core.transforms)
     for side, alias in (("source", source), ("target", target)):
         cluster = cluster_props(values, clusters, alias)
         for key, setting in cluster.items():

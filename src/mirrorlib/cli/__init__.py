@@ -15,7 +15,9 @@ Commands (``mirrorlib COMMAND --help`` for the options):
 ``verify CONFIG [--flow A->B] [--topics REGEX] [--json]``
     Audits flows record by record: missing, extra and duplicated records per partition.
 ``failover --group G --from A --to B CONFIG [--dry-run] [--allow-skip] [--allow-empty] [--force] [--json]``
-    Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`).
+    Commits group G's translated offsets on B (see :mod:`mirrorlib.runtime.failover`). Many
+    groups at once: repeat ``--group``, or ``--groups REGEX``, or ``--all-groups`` (every group
+    with checkpoints); one result per group.
 ``demo``
     Starts two local clusters, replicates, fails a consumer group over and shows where it resumed.
 ``local up|status|down [--dir DIR]``
@@ -27,8 +29,9 @@ Exit codes: 0 success; 1 runtime failure (a cluster unreachable, a flow failed);
 line; 3 invalid configuration; 4 ``verify`` found missing, extra or duplicated records; 5
 ``failover`` refused (the group is still active or its state unknown, would skip records, or
 has nothing to move;
-also with ``--dry-run``). Errors are one line on stderr; ``--verbose``
-adds the traceback.
+also with ``--dry-run``; for many groups: every group refused); 6 a failover of many groups
+partly failed (some groups failed over, the others were refused or failed: named on stderr).
+Errors are one line on stderr; ``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_DIFFERENCES = 4
 EXIT_REFUSED = 5
+EXIT_PARTIAL = 6
 
 #: seconds a cluster has to answer the read-only commands (and ``run``, before it is reported)
 DEFAULT_TIMEOUT = 10.0
@@ -119,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="mirrorlib",
         description="Kafka MirrorMaker 2 as a Python library and command.",
         epilog="exit codes: 0 ok, 1 failure, 2 usage, 3 configuration, "
-        "4 verify found differences, 5 failover refused",
+        "4 verify found differences, 5 failover refused, 6 failover of many groups partly failed",
     )
     parser.add_argument(
         "--log-level", type=_level, choices=_LOG_LEVELS, default=None, metavar="LEVEL",
@@ -172,9 +176,15 @@ def _parser() -> argparse.ArgumentParser:
     _timeout(verify, 600.0, f"seconds for the whole audit; a cluster has min(SECONDS, "
              f"{DEFAULT_TIMEOUT:g}) to answer each request")  # fmt: skip
 
-    fo = sub.add_parser("failover", help="move a consumer group's offsets to another cluster")
+    fo = sub.add_parser("failover", help="move consumer groups' offsets to another cluster")
     fo.add_argument("config", help="MM2 properties file")
-    fo.add_argument("--group", required=True, help="consumer group id")
+    fo.add_argument("--group", action="append", default=[], metavar="GROUP",
+                    help="consumer group id (repeat for several groups)")  # fmt: skip
+    fo.add_argument("--groups", type=_regex, metavar="REGEX",
+                    help="also every group matching REGEX (fully) among those with checkpoints "
+                    "and those the old cluster lists that the flow's groups filter accepts")  # fmt: skip
+    fo.add_argument("--all-groups", action="store_true",
+                    help="every group with checkpoints of the flow on the new cluster")  # fmt: skip
     fo.add_argument("--from", dest="from_alias", required=True, metavar="ALIAS",
                     help="cluster the group consumed from")  # fmt: skip
     fo.add_argument("--to", dest="to_alias", required=True, metavar="ALIAS",
@@ -389,10 +399,16 @@ def _failover(args: argparse.Namespace) -> int:
     from mirrorlib.cli.output import Output
     from mirrorlib.runtime.failover import FailoverRefusedError, failover
 
+    if not args.group and args.groups is None and not args.all_groups:
+        print("mirrorlib failover: give --group GROUP (repeatable), --groups REGEX or "
+              "--all-groups", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    if len(args.group) > 1 or args.groups is not None or args.all_groups:
+        return _failover_many(args)
     config = _load(args.config)
     try:
         plan = failover(
-            config, args.group, args.from_alias, args.to_alias, dry_run=args.dry_run,
+            config, args.group[0], args.from_alias, args.to_alias, dry_run=args.dry_run,
             allow_skip=args.allow_skip, allow_empty=args.allow_empty, force=args.force,
             timeout=args.timeout,
         )  # fmt: skip
@@ -408,6 +424,38 @@ def _failover(args: argparse.Namespace) -> int:
     else:
         Output().report(plan.blocks(), ["dry run: nothing committed"] if args.dry_run else [])
     return EXIT_OK
+
+
+def _failover_many(args: argparse.Namespace) -> int:
+    """Many groups: one result per group; exit 0 when every group succeeded, 6 when some did
+    and others did not, 5 when none did and all were refused, 1 when none did and one failed."""
+    from mirrorlib.cli.output import Output
+    from mirrorlib.runtime.failover import failover_groups
+
+    config = _load(args.config)
+    batch = failover_groups(
+        config, args.group, args.from_alias, args.to_alias, pattern=args.groups,
+        all_groups=args.all_groups, dry_run=args.dry_run, allow_skip=args.allow_skip,
+        allow_empty=args.allow_empty, force=args.force, timeout=args.timeout,
+    )  # fmt: skip
+    if args.json:
+        print(batch.to_json())
+    else:
+        Output().report(batch.blocks())
+    if not batch.results:
+        if args.allow_empty:
+            return EXIT_OK
+        print("mirrorlib: failover refused: no group selected (no group matches, or none has "
+              "checkpoints); pass --allow-empty if there is nothing to move", file=sys.stderr)  # fmt: skip
+        return EXIT_REFUSED
+    failed = batch.failed
+    if not failed:
+        return EXIT_OK
+    print(f"mirrorlib: failover failed for {len(failed)} of {len(batch.results)} group(s): "
+          f"{', '.join(failed)}", file=sys.stderr)  # fmt: skip
+    if batch.succeeded:
+        return EXIT_PARTIAL
+    return EXIT_REFUSED if batch.all_refused else EXIT_FAILURE
 
 
 def _demo(args: argparse.Namespace) -> int:

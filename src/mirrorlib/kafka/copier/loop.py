@@ -118,6 +118,7 @@ from mirrorlib.kafka.copier.assignment import Assignment, DirectAssignment
 from mirrorlib.kafka.copier.commit import Committer, TransactionCommitter, committer_for
 from mirrorlib.kafka.copier.parking import Parking
 from mirrorlib.kafka.copier.parts import CopierContext, Part
+from mirrorlib.kafka.copier.transformed import transform_batch
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.produce import fatal_error, produce_waiting
@@ -215,6 +216,10 @@ class Copier:
         self._acked_since_sample: set[Part] = set()  # latency sampling visits only these
         self._stopping = threading.Event()  # the stop request of `run`
         self._reads_committed = True  # the source consumer's isolation level (set by _open)
+        # a consumed batch goes to the hot loop as it is, unless the flow has record transforms
+        self._copy_batch: Callable[[list[Any]], None] = (
+            self._copy if settings.record_transforms is None else self._copy_transformed
+        )
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -468,7 +473,7 @@ class Copier:
                 self.stats.set_error("source", None)
             if msgs:
                 committer.begin()
-                self._copy(msgs)
+                self._copy_batch(msgs)
             producer.poll(0.01 if queued and not msgs else 0)
             if self._fatal:  # reported to error_cb: restart the clients
                 raise KafkaException(next(iter(self._fatal.values())))
@@ -583,6 +588,21 @@ class Copier:
                 nbytes += len(value)
         if part is not None and last_off >= 0:
             self._end_run(part, last_off, last_ts, nbytes)
+
+    def _copy_transformed(self, msgs: list[Any]) -> None:
+        """A flow with record transforms: the batch after them goes through the same loop
+        (:mod:`mirrorlib.kafka.copier.transformed`); a partition a transform failed on is parked
+        at that record, after the records before it were produced."""
+        chain = self.s.record_transforms
+        assert chain is not None
+        batch, failures = transform_batch(msgs, chain, self._parts)
+        self._copy(batch)
+        for part, offset, reason in failures:
+            if self._parts.get(part.key) is not part:
+                continue  # revoked meanwhile
+            if part.parked_until and part.blocked_at is not None and part.blocked_at <= offset:
+                continue  # parked at an earlier record by the loop: retried from there
+            self._parking.park(part, offset, f"record transforms of {self.s.name}: {reason}")
 
     def _end_run(self, part: Part, last_offset: int, last_ts: int, nbytes: int) -> None:
         """Bookkeeping once per produced run of one partition."""

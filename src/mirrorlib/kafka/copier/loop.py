@@ -118,11 +118,11 @@ from mirrorlib.kafka.copier.assignment import Assignment, DirectAssignment
 from mirrorlib.kafka.copier.commit import Committer, TransactionCommitter, committer_for
 from mirrorlib.kafka.copier.parking import Parking
 from mirrorlib.kafka.copier.parts import CopierContext, Part
-from mirrorlib.kafka.copier.transformed import transform_batch
 from mirrorlib.kafka.offset_syncs import OffsetSyncWriter
 from mirrorlib.kafka.positions import PositionStore
 from mirrorlib.kafka.produce import fatal_error, produce_waiting
 from mirrorlib.kafka.static_member import fenced_reason, member_fenced
+from mirrorlib.kafka.transformed import transform_batch
 
 __all__ = ["Copier", "DataLossError", "DirectAssignment", "SyncSink"]
 
@@ -591,14 +591,22 @@ class Copier:
 
     def _copy_transformed(self, msgs: list[Any]) -> None:
         """A flow with record transforms: the batch after them goes through the same loop
-        (:mod:`mirrorlib.kafka.copier.transformed`); a partition a transform failed on is parked
-        at that record, after the records before it were produced."""
+        (:mod:`mirrorlib.kafka.transformed`); a partition a transform failed on is parked at
+        that record, after the records before it were produced."""
         chain = self.s.record_transforms
         assert chain is not None
-        batch, failures = transform_batch(msgs, chain, self._parts)
+        parts = self._parts
+
+        def remote_of(topic: str, partition: int, offset: int) -> str | None:
+            del offset
+            part = parts.get((topic, partition))
+            return None if part is None or part.parked_until else part.remote
+
+        batch, failures = transform_batch(msgs, chain, remote_of)
         self._copy(batch)
-        for part, offset, reason in failures:
-            if self._parts.get(part.key) is not part:
+        for topic, partition, offset, reason in failures:
+            part = parts.get((topic, partition))
+            if part is None:
                 continue  # revoked meanwhile
             if part.parked_until and part.blocked_at is not None and part.blocked_at <= offset:
                 continue  # parked at an earlier record by the loop: retried from there

@@ -54,6 +54,7 @@ from mirrorlib.kafka.produce import (
     smaller_batches,
     too_large,
 )
+from mirrorlib.kafka.transformed import transform_batch
 
 __all__ = [
     "CopyResult",
@@ -369,6 +370,10 @@ class _Copy:
             )
         self.started = started  # the task's (copy_ranges') start
         self.progress_at = time.monotonic()
+        # a consumed batch goes to the hot loop as it is, unless the flow has record transforms
+        self.copy_batch: Callable[[list[Any]], None] = (
+            self.copy if s.record_transforms is None else self._copy_transformed
+        )
 
     # -- delivery reports (matched a run at a time: mirrorlib.core.acks)
 
@@ -511,6 +516,37 @@ class _Copy:
         if lane is not None and last_off >= 0:
             lane.acks.end_run(last_off, last_ts)
 
+    def _copy_transformed(self, msgs: list[Any]) -> None:
+        """A flow with record transforms: the batch after them goes through the same loop
+        (:mod:`mirrorlib.kafka.transformed`). A range ending in dropped records is read when its
+        last record was; a partition a transform failed on is parked at that record (after the
+        records before it were produced): its range stops there, a later task copies it again."""
+        chain = self.s.record_transforms
+        assert chain is not None
+        lanes = self.lanes
+        ended: list[_Lane] = []
+
+        def remote_of(topic: str, partition: int, offset: int) -> str | None:
+            lane = lanes.get((topic, partition))
+            if lane is None or lane.read_done or lane.stopped or lane.rewind is not None:
+                return None
+            res = lane.result
+            return lane.remote if res.start <= offset < res.end else None
+
+        def dropped(topic: str, partition: int, offset: int) -> None:
+            lane = lanes[(topic, partition)]
+            if offset + 1 >= lane.result.end:
+                ended.append(lane)  # (after the copy: a lane read to its end copies nothing)
+
+        batch, failures = transform_batch(msgs, chain, remote_of, dropped)
+        self.copy(batch)
+        for lane in ended:
+            self._read_done(lane)
+        for topic, partition, offset, reason in failures:
+            lane = lanes[(topic, partition)]
+            if lane.parked_at is None or offset < lane.parked_at:
+                self._park(lane, offset, f"record transforms of {self.s.name}: {reason}")
+
     def _read_done(self, lane: _Lane) -> None:
         if not lane.read_done:
             lane.read_done = True
@@ -633,7 +669,7 @@ class _Copy:
                 self.progress_at = time.monotonic()
                 if self.result.first_record_s is None:
                     self.result.first_record_s = self.progress_at - self.started
-                self.copy(msgs)
+                self.copy_batch(msgs)
             self.serve(0 if msgs else 0.01)
             self.drain()
             self.send_paced()

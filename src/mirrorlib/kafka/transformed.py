@@ -1,32 +1,34 @@
-"""A flow's record transforms (:mod:`mirrorlib.core.transforms`) applied to a consumed batch.
+"""A flow's record transforms (:mod:`mirrorlib.core.transforms`) applied to a consumed batch,
+for both copy loops: the embedded copier's (:mod:`mirrorlib.kafka.copier.loop`) and the Spark
+engine's copy tasks (:mod:`mirrorlib.kafka.ranges.executor`).
 
-The copier's hot loop (:meth:`~mirrorlib.kafka.copier.loop.Copier._copy`) is the same with and
-without transforms: a flow with transforms first passes each consumed batch through
-:func:`transform_batch`, which returns the batch the loop copies — the records a transform
-changed replaced by :class:`TransformedMessage` (the consumed message's methods, with the new
-key, value, headers and timestamp), the dropped ones left out — and the partitions a transform
-failed on. A flow without transforms never calls it: it pays nothing per record.
+Each loop's per-record hot path is the same with and without transforms: a flow with transforms
+first passes each consumed batch through :func:`transform_batch`, which returns the batch the
+loop copies — the records a transform changed replaced by :class:`TransformedMessage` (the
+consumed message's methods, with the new key, value, headers and timestamp), the dropped ones
+left out — and the records a transform failed on. A flow without transforms never calls it: it
+pays nothing per record.
 
 A dropped record is never produced, so no acknowledgement covers it: the offset syncs see an
 upstream gap there and write a sync on both sides of it (:mod:`mirrorlib.core.syncs`), and
 translation stays exact across it. A transform that raises stops its partition at that record:
 the records of the partition before it in the batch are copied, the ones from it on are left out,
-and the copier parks the partition there (:mod:`mirrorlib.kafka.copier.parking`) with the error
-in the status; it is fetched again from that record after the back-off, so no record is skipped.
+and the loop parks the partition there (the embedded copier: :mod:`mirrorlib.kafka.copier.parking`;
+a copy task: the partition's range stops there and a later batch copies it again) with the error
+in the status; it is read again from that record, so no record is skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from mirrorlib.core.transforms import TransformChain, TransformRecord
-from mirrorlib.kafka.copier.parts import Part
 
 __all__ = ["TransformFailure", "TransformedMessage", "transform_batch"]
 
-#: ``(partition, upstream offset, why)``: a transform failed on that record
-TransformFailure = tuple[Part, int, str]
+#: ``(topic, partition, upstream offset, why)``: a transform failed on that record
+TransformFailure = tuple[str, int, int, str]
 
 _CREATE_TIME = 1  # confluent-kafka's TIMESTAMP_CREATE_TIME
 
@@ -66,31 +68,33 @@ class TransformedMessage:
 
 
 def transform_batch(
-    msgs: list[Any], chain: TransformChain, parts: Mapping[tuple[str, int], Part]
+    msgs: list[Any],
+    chain: TransformChain,
+    remote_of: Callable[[str, int, int], str | None],
+    on_dropped: Callable[[str, int, int], None] | None = None,
 ) -> tuple[list[Any], list[TransformFailure]]:
-    """The batch the copier copies after ``chain`` (see the module), and the partitions a
-    transform failed on. Errors, and records of partitions that are not the copier's or are
-    parked (the loop skips them), pass through unchanged."""
+    """The batch the loop copies after ``chain`` (see the module), and the records a transform
+    failed on (at most one per partition: the rest of the partition is left out).
+
+    ``remote_of(topic, partition, offset)`` is the remote topic of a record the loop copies, or
+    ``None`` for one it skips (not its partition, parked, outside its range), which passes
+    through untransformed, as do errors. ``on_dropped(topic, partition, offset)`` is told of
+    each record a transform dropped."""
     out: list[Any] = []
     failures: list[TransformFailure] = []
     failed: set[tuple[str, int]] = set()
     apply = chain.apply
-    key: tuple[str, int] | None = None
-    part: Part | None = None
     for msg in msgs:
         if msg.error() is not None:
             out.append(msg)
             continue
-        topic, partition = msg.topic(), msg.partition()
-        if key is None or key[0] != topic or key[1] != partition:
-            key = (topic, partition)
-            part = parts.get(key)
-        if part is None or part.parked_until:
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        remote = remote_of(topic, partition, offset)
+        if remote is None:
             out.append(msg)
             continue
-        if key in failed:
-            continue  # fetched again from the failed record after the back-off
-        offset = msg.offset()
+        if failed and (topic, partition) in failed:
+            continue  # read again from the failed record
         record = TransformRecord(
             msg.key(),
             msg.value(),
@@ -99,16 +103,18 @@ def transform_batch(
             topic,
             partition,
             offset,
-            part.remote,
+            remote,
         )
         try:
             result = apply(record)
         except Exception as exc:
-            failed.add(key)
-            failures.append((part, offset, str(exc)))
+            failed.add((topic, partition))
+            failures.append((topic, partition, offset, str(exc)))
             continue
         if result is record:
             out.append(msg)
         elif result is not None:
             out.append(TransformedMessage(result))
+        elif on_dropped is not None:
+            on_dropped(topic, partition, offset)
     return out, failures

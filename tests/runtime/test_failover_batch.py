@@ -94,6 +94,13 @@ def test_named_groups_fail_over_together_each_with_its_result(
         assert plan is not None and plan.re_read_total == 0
     # a bounded number of request waves, whatever the number of groups
     assert result.round_trips <= 12
+    # the checkpoints of many groups in one read (KIP-1239's batch translateOffsets)
+    policy = DefaultReplicationPolicy(separator=SEPARATOR)
+    with MirrorClient(clusters[1].client_config(), policy) as client:
+        many = client.remote_consumer_offsets_many([*named, "fb20-nosuch"], "A")
+    assert many["fb20-nosuch"] == {}
+    for i, group in enumerate(named):
+        assert {tp: om.offset for tp, om in many[group].items()} == _expected(i)
 
 
 @pytest.mark.integration

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -345,6 +345,16 @@ class MirrorClient:
         return self._checkpoints(
             remote_cluster_alias, lambda g: pattern.fullmatch(g) is not None, timeout
         )
+
+    def remote_consumer_offsets_many(
+        self, group_ids: Iterable[str], remote_cluster_alias: str, timeout: float = 30.0
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """:meth:`remote_consumer_offsets` of many groups, reading the checkpoints topic once (the
+        shape of MM2 4.3's batch ``RemoteClusterUtils.translateOffsets``, KIP-1239): every group
+        asked for is a key, with ``{}`` when it has no checkpoint."""
+        wanted = set(group_ids)
+        found = self._checkpoints(remote_cluster_alias, wanted.__contains__, timeout)
+        return {group: found.get(group, {}) for group in sorted(wanted)}
 
     def checkpoints(
         self, remote_cluster_alias: str, timeout: float = 30.0

@@ -831,7 +831,7 @@ class BatchFailover:
             total = plan.re_read_total
             rows.append((
                 r.group, str(r.outcome), f"{plan.source_state}/{plan.target_state}",
-                str(len(plan.partitions)), str(len(plan.offsets)),
+                str(len(plan.partitions)), str(len(plan.offsets)) if r.ok else "-",
                 "-" if total is None else str(total),
                 _skipped_text(plan.skipping, plan.skipped_total),
             ))  # fmt: skip

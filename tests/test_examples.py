@@ -46,6 +46,17 @@ def test_custom_policy(capsys: pytest.CaptureFixture[str]) -> None:
     assert cfg.flow("A", "B").policy.format_remote_topic("A", "t") == "t.from-A"
 
 
+def test_record_transforms(capsys: pytest.CaptureFixture[str]) -> None:
+    module = load("record_transforms")
+    tagged, dropped, untouched = module.main()
+    assert dropped is None  # the tombstone
+    assert tagged.value == b'{"order": 1, "card": "***"}'
+    assert tagged.headers == (("origin", b"us-east"),)
+    assert untouched.value == b"not json"
+    assert untouched.headers == (("trace", b"t"), ("origin", b"us-east"))
+    assert "offset 1: value=None -> dropped" in capsys.readouterr().out
+
+
 def _produce(cluster: Any, topic: str, n: int) -> None:
     p = Producer(cluster.client_config())
     for i in range(n):

@@ -4,7 +4,7 @@ An ``mm2.properties`` that uses Connect's SMTs keeps working: ``Filter`` with th
 ``RecordIsTombstone``, ``HasHeaderKey`` and ``TopicNameMatches``, ``InsertHeader``,
 ``DropHeaders`` and ``HeaderFrom`` are understood under their Java names and keys. Anything else
 is a Python class: subclass :class:`mirrorlib.Transform`, return the record changed
-(:func:`attrs.evolve`: key, value, headers, timestamp) or ``None`` to drop it, and name it by
+(``attrs.evolve``: key, value, headers, timestamp) or ``None`` to drop it, and name it by
 its Python path, as ``replication.policy.class`` names a policy::
 
     transforms = dropTombstones, origin, redact

@@ -3,7 +3,7 @@
 A flow may change or drop the records it copies, between consume and produce. A *transform* is a
 subclass of :class:`Transform`; it receives a :class:`TransformRecord` (key, value, headers,
 timestamp, and the read-only source topic, partition, offset and remote topic) and returns it
-changed (:func:`attrs.evolve`: key, value, headers and timestamp only) or ``None`` to drop it.
+changed (``attrs.evolve``: key, value, headers and timestamp only) or ``None`` to drop it.
 The partition and the topic a record goes to stay the replication policy's.
 
 Configured with MM2's keys (``A->B.`` before any of them applies them to one flow only, as for
@@ -75,7 +75,7 @@ class TransformRecord:
     """A record on its way from source to target.
 
     ``key``, ``value``, ``headers`` and ``timestamp`` (epoch ms; 0 or less: none) may be changed
-    (:func:`attrs.evolve`); ``topic``, ``partition`` and ``offset`` say where it was read on the
+    (``attrs.evolve``); ``topic``, ``partition`` and ``offset`` say where it was read on the
     source and ``remote_topic`` where it is written: a transform that changes them fails.
     """
 

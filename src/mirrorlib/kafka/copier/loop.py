@@ -71,6 +71,10 @@ positions (and, for exactly-once, committed transactions) is a
 paced partitions is :mod:`mirrorlib.core.pacing`. The loop calls those once per batch or per
 round, never per record.
 
+A flow with record transforms (``transforms``; :mod:`mirrorlib.core.transforms`) passes each
+consumed batch through them first (:mod:`mirrorlib.kafka.transformed`), then through the same
+hot loop; a flow without them calls nothing more per record.
+
 Partitions are shared between processes running the same flow through a consumer group on the
 source cluster (``mirrorlib-<A>-><B>``, cooperative-sticky assignment); positions come from the
 target's offsets topic, never from that group, which commits nothing. The copier is a *static*

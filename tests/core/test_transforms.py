@@ -59,6 +59,15 @@ class Upper(Transform):
         return attrs.evolve(record, value=record.value.upper() + self.suffix, timestamp=5)
 
 
+class Wrong(Transform):
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> Self:
+        raise RuntimeError("no")
+
+    def apply(self, record: Record) -> Record | None:
+        return record
+
+
 class Retopic(Transform):
     def apply(self, record: Record) -> Record | None:
         return attrs.evolve(record, remote_topic="elsewhere")
@@ -309,6 +318,7 @@ def test_the_chain_pickles_as_its_configuration() -> None:
     )
     again = pickle.loads(pickle.dumps(c))
     assert again.config == c.config and "unrelated" not in again.config
+    assert again == c and hash(again) == hash(c) and again is not c
     assert again.apply(record(b"a")) == c.apply(record(b"a"))
     assert again.apply(record(None)) is None
 
@@ -505,12 +515,9 @@ def test_configuration_errors_name_the_key(props: dict[str, str], key: str, says
 
 
 def test_a_transform_whose_building_fails_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"transforms\.up\.type.*building it failed") as info:
-        load_transforms(
-            {"transforms": "up", "transforms.up.type": f"{HERE}:Upper", "transforms.up.suffix": "é"}
-            | {"transforms.up.suffix": object()}  # type: ignore[dict-item]
-        )
-    assert info.value.key == "transforms.up.type"
+    with pytest.raises(ConfigError, match=r"transforms\.w\.type.*building it failed") as info:
+        load_transforms({"transforms": "w", "transforms.w.type": f"{HERE}:Wrong"})
+    assert info.value.key == "transforms.w.type"
 
 
 # -- offset syncs across dropped records ------------------------------------------------------------

@@ -406,11 +406,13 @@ class TransformStage:
     negate: bool = False
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class TransformChain:
     """A flow's transforms, applied in order (see the module); built by :func:`load_transforms`.
 
-    Pickles as ``config`` (the keys it was built from) and is built again when unpickled.
+    Pickles as ``config`` (the keys it was built from) and is built again when unpickled; two
+    chains are equal when they were built from the same keys (a hashable value, as the flow's
+    settings that hold it).
     """
 
     stages: tuple[TransformStage, ...]
@@ -445,6 +447,14 @@ class TransformChain:
                 )
             record = out
         return record
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TransformChain):
+            return NotImplemented
+        return dict(self.config) == dict(other.config)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.config.items()))
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return (_rebuild, (dict(self.config),))

@@ -180,11 +180,12 @@ def test_filtered_and_changed_records_and_exact_failover(
                 raise AssertionError(f"{exc}\nlast plan: {seen.get(group)}") from None
 
 
+@pytest.mark.parametrize("mode", ["alo", "tasks2"])
 def test_a_transform_that_raises_parks_its_partition_with_the_error_in_status(
-    two_clusters: ClusterSet,
+    two_clusters: ClusterSet, mode: str
 ) -> None:
     a, b = two_clusters
-    topic = "smt.raises"
+    topic = f"smt.raises.{mode}"
     remote = f"A.{topic}"
     a.create_topic(topic, 2)
     values = [b"a", b"b", b"boom", b"c"]
@@ -194,10 +195,11 @@ def test_a_transform_that_raises_parks_its_partition_with_the_error_in_status(
         two_clusters,
         ["A->B"],
         **{
-            "A->B.topics": "smt\\.raises",
+            "A->B.topics": topic.replace(".", "\\."),
             "A->B.transforms": "explode",
             "A->B.transforms.explode.type": f"{__name__}:Explode",
         },
+        **MODES[mode],
     )
     with Replicator(cfg) as r:
 
@@ -209,7 +211,7 @@ def test_a_transform_that_raises_parks_its_partition_with_the_error_in_status(
             ]
 
         (part,) = wait_for("partition 0 parked with the transform's error", parked, timeout=90)
-        assert "transform explode failed on smt.raises-0@2" in (part.error or ""), part.error
+        assert f"transform explode failed on {topic}-0@2" in (part.error or ""), part.error
         assert "cannot transform boom" in (part.error or "")
         wait_for(
             "the other partition copied",

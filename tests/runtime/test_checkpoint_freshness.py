@@ -76,7 +76,8 @@ class _CheckpointReader(threading.Thread):
 def _commit_under_load(
     two_clusters: ClusterSet, topic: str, group: str, settle: float, **settings: str
 ) -> tuple[list[tuple[float, dict[int, int]]], _CheckpointReader, dict[str, float]]:
-    """Replicate ``topic`` under load while ``group`` commits every 0.2 s for 8 s; returns the
+    """Replicate ``topic`` under load while ``group`` commits every 0.2 s for 8 s (and at least
+    20 times); returns the
     commits (time, offsets), the reader of B's checkpoints (``settle`` s after the last commit)
     and the flow's metrics."""
     a, b = two_clusters
@@ -100,10 +101,11 @@ def _commit_under_load(
             commit_group(a, group, topic, {p: 0 for p in range(PARTITIONS)})
             seen = reader.seen
             wait_for("the group's first checkpoint", lambda: seen)
-            # The group trails replication by REPLICATED_BEFORE and commits every 0.2 s.
+            # The group trails replication by REPLICATED_BEFORE and commits every 0.2 s, for
+            # 8 s and at least 20 commits (on a busy machine a round takes longer than 0.2 s)
             observed: list[tuple[float, dict[int, int]]] = []
             until = time.monotonic() + 8.0
-            while time.monotonic() < until:
+            while time.monotonic() < until or (len(commits) < 20 and time.monotonic() < until + 30):
                 observed.append((time.monotonic(), dict(end_offsets(b, f"A.{topic}"))))
                 due = [o for t, o in observed if t <= time.monotonic() - REPLICATED_BEFORE]
                 if due and len(due[-1]) == PARTITIONS:

@@ -142,6 +142,12 @@ _METADATA_REFRESH_MAX_S = 300.0
 _STABLE_OFFSETS_BUDGET_S = 0.25
 
 
+def _unnamed_fatal(exc: BaseException) -> bool:
+    """``exc`` carries librdkafka's generic fatal error (``_FATAL``), which names no cause."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError._FATAL
+
+
 class SyncSink(Protocol):
     """Where a copier's due offset syncs go (by default an
     :class:`~mirrorlib.kafka.offset_syncs.OffsetSyncWriter`)."""
@@ -358,6 +364,8 @@ class Copier:
                     self._close(graceful=False)
                     return
                 delay = backoff.next_delay()
+                if "target" not in self._fatal and _unnamed_fatal(exc):
+                    self._serve_target_errors()  # (the fatal error's cause, for the status)
                 dead = self._fatal.get("target")
                 if dead is None and "source" not in self._fatal:
                     dead = fatal_error(exc)  # raised by a producer call (poll, flush, commit)
@@ -378,6 +386,14 @@ class Copier:
                 self._close(graceful=False)
                 self.stats.loop_at = None  # waiting to retry (the error says so), not blocked
                 backoff.wait(stop)
+
+    def _serve_target_errors(self) -> None:
+        """A producer call raised librdkafka's generic fatal error ("Local: Fatal error") before
+        the error callback was served with its cause (say ``OUT_OF_ORDER_SEQUENCE_NUMBER``):
+        serve it now, so the status and the log name the cause."""
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                self._producer.poll(0)
 
     def _member_fenced(self, err: KafkaError) -> None:
         """Another process joined the flow's group as this node (the same ``group.instance.id``):

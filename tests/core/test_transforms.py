@@ -160,7 +160,7 @@ def test_topic_name_matches_the_whole_remote_topic_name() -> None:
             "transforms.f.predicate": "t",
             "predicates": "t",
             "predicates.t.type": PRED + "TopicNameMatches",
-            "predicates.t.pattern": r"A\.audit.*",
+            "predicates.t.pattern": r"\QA.audit\E.*",  # Java's quoting
         }
     )
     assert c.apply(record(remote_topic="A.audit.log")) is None
@@ -473,7 +473,7 @@ def test_flow_prefixed_keys_win_over_top_level_ones_per_key() -> None:
                 "predicates.p.pattern": "(",
             },
             "predicates.p.pattern",
-            "not a regular expression",
+            "not a regular expression mirrorlib can read",
         ),
         (
             {

@@ -50,6 +50,7 @@ from typing import Any, Final, Self
 
 import attrs
 
+from mirrorlib.core.config.filters import java_regex_to_python
 from mirrorlib.errors import ConfigError
 
 __all__ = [
@@ -267,18 +268,19 @@ def _header_from(of_key: bool) -> Callable[[Mapping[str, str]], Transform]:
 @attrs.frozen
 class TopicNameMatches(Predicate):
     """Connect's ``TopicNameMatches``: the whole remote topic name (the topic of MM2's record)
-    matches ``pattern``. Python's regular expressions, which read Java's common syntax alike."""
+    matches ``pattern``, a Java regex read as the topic filters read theirs."""
 
     pattern: re.Pattern[str]
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> Self:
         pattern = _required(config, "pattern")
-        try:
-            return cls(re.compile(pattern))
-        except re.error as exc:
+        try:  # a Java regex, read as the topic filters read theirs
+            return cls(re.compile(java_regex_to_python([pattern]), re.ASCII))
+        except (ValueError, re.error) as exc:
             raise ConfigError(
-                f"pattern={pattern!r} is not a regular expression: {exc}", key="pattern"
+                f"pattern={pattern!r} is not a regular expression mirrorlib can read: {exc}",
+                key="pattern",
             ) from None
 
     def test(self, record: TransformRecord) -> bool:

@@ -94,9 +94,6 @@ class ConfigWarning:
 
 
 _CLIENT_PREFIXES: Final = ("producer.", "consumer.", "admin.")
-#: the keys of a flow's transforms and predicates (transforms.<name>.*, predicates.<name>.*)
-_TRANSFORM_PREFIXES: Final = ("transforms.", "predicates.")
-_KNOWN_PREFIXES: Final = ("replication.policy", *_TRANSFORM_PREFIXES)
 _FLOW_KEYS: Final = tuple(spec for spec in KEYS.values() if spec.scope is Scope.FLOW)
 _DEPRECATED_ALIASES: Final[Mapping[str, str]] = {
     "topics.blacklist": "topics.exclude",
@@ -540,7 +537,7 @@ class _Builder:
             )
         elif spec is not None:
             self.status_warning(key, spec, None)
-        elif key.startswith(_KNOWN_PREFIXES) or is_client_connection_key(key):
+        elif key.startswith("replication.policy") or is_client_connection_key(key):
             pass
         elif is_worker_key(key):
             self.warn(
@@ -592,9 +589,7 @@ class _Builder:
         spec = key_spec(rest)
         if spec is not None and (spec.scope is Scope.FLOW or spec.status is Status.NOT_APPLICABLE):
             self.status_warning(key, spec, name)
-        elif rest.startswith(
-            ("source.", "target.", *_CLIENT_PREFIXES, "replication.policy", *_TRANSFORM_PREFIXES)
-        ):
+        elif rest.startswith(("source.", "target.", *_CLIENT_PREFIXES, "replication.policy")):
             return
         elif is_client_connection_key(rest):
             self.warn(

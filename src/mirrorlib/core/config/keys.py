@@ -165,6 +165,11 @@ _TOPIC_CREATION_NA = (
     "creates itself; mirrorlib creates them the same way: the source's partition count, "
     "replication.factor, and the source's topic configs (see config.properties.exclude)."
 )
+_TRANSFORMS_NOTE = (
+    "Connect's Filter, InsertHeader, DropHeaders, HeaderFrom and the predicates "
+    "TopicNameMatches, HasHeaderKey and RecordIsTombstone by their Java names; any other "
+    "transform is a Python class by path (docs/transforms.md)."
+)
 _OVERRIDE_POLICY_NA = (
     "A Connect worker policy on connector client overrides; mirrorlib has no Connect worker and "
     "applies every client setting of the file: write them per cluster (A.producer.*) or per "
@@ -365,11 +370,10 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         _L,
         "",
         _F,
-        "Single message transforms.",
-        _NS,
-        "Records are copied unchanged; Connect SMTs are Java code.",
+        "Single message transforms, applied in order to each record copied.",
+        note=_TRANSFORMS_NOTE,
     ),
-    _k("predicates", _L, "", _F, "Predicates for transforms.", _NS, "See transforms."),
+    _k("predicates", _L, "", _F, "Predicates for transforms.", note=_TRANSFORMS_NOTE),
     _k("config.action.reload", _S, "restart", _F, "Connect reload action.", _NA, _CONNECT_NA),
     _k("errors.retry.timeout", _LONG, "0", _F, "Connect error retry timeout.", _NA, _CONNECT_NA),
     _k("errors.retry.delay.max.ms", _LONG, "60000", _F, "Connect retry delay.", _NA, _CONNECT_NA),
@@ -1031,6 +1035,22 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
 )
 
 _FAMILIES: Final[tuple[KeySpec, ...]] = (
+    _k(
+        "transforms.<name>.<key>",
+        _S,
+        None,
+        _F,
+        "A transform's class (type), predicate, negate and its own keys.",
+        note=_TRANSFORMS_NOTE,
+    ),
+    _k(
+        "predicates.<name>.<key>",
+        _S,
+        None,
+        _F,
+        "A predicate's class (type) and its own keys.",
+        note=_TRANSFORMS_NOTE,
+    ),
     _k(
         "topic.creation.<group>.<setting>",
         _S,

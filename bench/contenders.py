@@ -41,6 +41,9 @@ def mirrorlib_src(text: str) -> Path:
     return src
 
 
+#: More properties of the next contender started (bench.transforms_cost: a filter per flow).
+EXTRA_FLOW_PROPERTIES: dict[str, str] = {}
+
 #: Harness-only: the Connect worker's group session must survive SIGSTOP during a preload.
 MM2_HARNESS = {"session.timeout.ms": "45000"}
 
@@ -100,6 +103,7 @@ def flow_properties(
         extra[f"{src}.consumer.max.poll.records"] = "10000"  # mirrorlib consumes 10000 per batch
     if engine in (stats.MM2_TUNED, stats.MM2_DEFAULTS):
         extra.update({f"{tgt}.{k}": v for k, v in MM2_HARNESS.items()})
+    extra.update(EXTRA_FLOW_PROPERTIES)
     return mm2_properties(
         {src: a.java_client_config(), tgt: b.java_client_config()},
         [f"{src}->{tgt}"],

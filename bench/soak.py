@@ -80,6 +80,8 @@ class SoakOptions:
     faults: tuple[str, ...] | None = None  #: only these fault kinds (default: all that apply)
     catch_up_timeout: float = 300.0
     work_dir: Path | None = None
+    #: faults to apply at least, past ``minutes`` if need be (a slow machine's faults last longer)
+    min_faults: int = 0
 
 
 @attrs.define
@@ -587,7 +589,7 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
             end = started + options.minutes * 60
             try:
                 time.sleep(min(10.0, options.minutes * 6))
-                while time.monotonic() < end:
+                while time.monotonic() < end or len(faults) < options.min_faults:
                     run.check_alive()
                     kind = rng.choice(injector.kinds)
                     fault = injector.apply(kind, started)
@@ -595,7 +597,11 @@ def run_soak(options: SoakOptions, echo: Callable[[str], None] = print) -> dict[
                     echo(f"  {fault.at:7.1f}s {fault.kind:16} {fault.target} ({fault.seconds}s)"
                          + (f" -- {fault.error}" if fault.error else ""))  # fmt: skip
                     pause = rng.uniform(*options.every) - fault.seconds
-                    _sleep_checking(run, max(1.0, min(pause, end - time.monotonic())))
+                    now = time.monotonic()
+                    if now < end:
+                        _sleep_checking(run, max(1.0, min(pause, end - now)))
+                    elif len(faults) < options.min_faults:  # (past the end: the usual pause)
+                        _sleep_checking(run, max(1.0, pause))
             finally:
                 injector.heal_all()
             faults_done = time.monotonic()

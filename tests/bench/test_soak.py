@@ -31,7 +31,7 @@ def test_a_short_soak_loses_nothing_and_copies_nothing_twice(tmp_path: Path) -> 
     acknowledged record on the target once, the replicator up, the group's failover exact."""
     options = SoakOptions(
         minutes=1.5, mode="eos", nodes=3, seed=34, every=(8.0, 15.0), work_dir=tmp_path,
-        catch_up_timeout=240,
+        catch_up_timeout=240, min_faults=4,
     )  # fmt: skip
     result = run_soak(options)
     assert len(result["faults"]) >= 4, result["faults"]

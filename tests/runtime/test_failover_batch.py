@@ -22,9 +22,11 @@ TOPIC = "fb20.orders"
 GROUPS = [f"fb20-g{i:02d}" for i in range(20)]
 BUSY = "fb20-busy"
 LATE = "fb20-late"  # committed on A after the flow stopped: no checkpoint
-# a separator of its own: this module's checkpoints topic (A_checkpoints_internal) holds only
-# its own groups, so "every group with checkpoints" is exactly them on the shared clusters
-SEPARATOR = "_"
+# a separator of its own: this module's checkpoints topic (A-b-checkpoints-b-internal) holds
+# only its own groups, so "every group with checkpoints" is exactly them on the shared clusters
+# (not "_": Kafka refuses A_checkpoints_internal where A.checkpoints.internal exists, as names
+# that differ only in "." and "_" collide)
+SEPARATOR = "-b-"
 
 
 def _offsets(i: int) -> dict[int, int]:

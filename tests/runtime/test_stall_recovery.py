@@ -60,15 +60,21 @@ def test_a_frozen_target_is_a_visible_stall_that_ends_by_itself(  # type: ignore
         wait_for("the first records replicated", lambda: replicated(r, "frozen") >= batch)
         with frozen(b):
             send(batch)  # records waiting, and a target that answers nothing
+            # both partitions of the topic stalled (the flow's reason names the first stalled
+            # partition by name: the heartbeats replicated from A can cross the threshold first)
             status = wait_for(
-                "the flow reported stalled",
-                lambda: (s := flow()).state is FlowState.STALLED and s,
-                timeout=STALL_AFTER_S + 15,
+                "the flow reported stalled with the topic's partitions",
+                lambda: (
+                    (s := flow()).state is FlowState.STALLED
+                    and all(p.stalled for p in s.partitions if p.topic == topic)
+                    and s
+                ),
+                timeout=STALL_AFTER_S + 30,
             )
-            # the first partition (by number) that crossed the stall threshold: the two can
-            # cross it a poll apart, whichever made its last progress first
             assert status.stalled is not None
             assert re.search(rf"{re.escape(topic)}-[01]: no progress", status.stalled), status
+            mine = [p for p in status.partitions if p.topic == topic]
+            assert len(mine) == 2 and all("no progress" in (p.stalled or "") for p in mine)
             # the copier's loop goes on coming round (its periodic checks of the target, such
             # as the topic IDs', do not wait for an answer)
             assert "copier: blocked" not in status.stalled, status

@@ -42,7 +42,6 @@ where it is unpickled (a copier worker process).
 from __future__ import annotations
 
 import abc
-import importlib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -50,7 +49,7 @@ from typing import Any, Final, Self
 
 import attrs
 
-from mirrorlib.core.config.filters import java_regex_to_python
+from mirrorlib.core.config.filters import import_by_path, java_regex_to_python
 from mirrorlib.errors import ConfigError
 
 __all__ = [
@@ -341,17 +340,6 @@ def _builtin_name(name: str, package: str) -> str | None:
     return None
 
 
-def _import(name: str, key: str) -> object:
-    module_name, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
-    try:
-        obj: object = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"{key}={name!r}: cannot import it: {exc}", key=key, value=name) from exc
-    return obj
-
-
 def _java_refused(name: str, key: str, what: str) -> ConfigError:
     simple = name.rsplit(".", 1)[-1]
     if simple in _RENAMING:
@@ -384,7 +372,7 @@ def _build(
         return builtins[simple](config)
     if simple is not None or name.startswith(("org.apache.", "io.", "com.")):
         raise _java_refused(name, key, "this transform" if base is Transform else "this predicate")
-    obj = _import(name, key)
+    obj = import_by_path(name, key)
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise ConfigError(
             f"{key}={name!r} is not a subclass of mirrorlib.{base.__name__}", key=key, value=name

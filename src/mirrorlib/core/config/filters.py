@@ -43,6 +43,7 @@ __all__ = [
     "GroupFilter",
     "RegexList",
     "TopicFilter",
+    "import_by_path",
     "java_regex_to_python",
     "load_filter",
 ]
@@ -346,6 +347,19 @@ class DefaultConfigPropertyFilter:
 _T = TypeVar("_T")
 
 
+def import_by_path(name: str, key: str) -> object:
+    """The object a Python path names (``pkg.module:Class`` or ``pkg.module.Class``), or a
+    :class:`ConfigError` naming ``key`` when it cannot be imported."""
+    module_name, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
+    try:
+        obj: object = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"{key}={name!r}: cannot import it: {exc}", key=key, value=name) from exc
+    return obj
+
+
 def load_filter(
     class_name: str,
     *,
@@ -370,13 +384,7 @@ def load_filter(
             key=key,
             value=name,
         )
-    module_name, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
-    try:
-        obj: object = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{key}={name!r}: cannot import it: {exc}", key=key, value=name) from exc
+    obj = import_by_path(name, key)
     if not isinstance(obj, type):
         raise ConfigError(f"{key}={name!r} is not a class", key=key, value=name)
     try:
